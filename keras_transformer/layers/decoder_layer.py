@@ -1,0 +1,117 @@
+"""One decoder layer (paper, section 3.1): masked self-attention, encoder-decoder attention and
+the feed-forward network, each wrapped with residual + dropout + LayerNorm."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(EncoderLayer):
+    """Masked self-attention + encoder-decoder attention + FFN, with a key/value cache.
+
+    Takes the same arguments as `EncoderLayer`.
+
+    Call arguments:
+        inputs: `(batch, tgt_len, d_model)`.
+        memory: encoder output `(batch, src_len, d_model)`; may be None when `cache` holds the
+            projected encoder-decoder keys/values.
+        self_attention_mask: boolean `(batch, tgt_len, k_len)`, True = may attend (causal and
+            padding; built by `Decoder`).
+        memory_mask: boolean `(batch, src_len)`, True for real source tokens.
+        cache: optional `{"self": {"key", "value"}, "cross": {"key", "value"}}` of
+            `(batch, num_heads, len, d_k)` tensors, see `MultiHeadAttention`.
+        cache_update_index: write position for a fixed-size self-attention cache.
+        training: whether dropout is active.
+        return_attention_scores: also return the cross-attention weights
+            `(batch, num_heads, tgt_len, src_len)`.
+
+    Returns:
+        `(batch, tgt_len, d_model)`, then the cross-attention weights if asked, then the updated
+        cache if one was given.
+
+    Example:
+    >>> layer = DecoderLayer(num_heads=8, d_ff=2048)
+    >>> y = layer(keras.random.normal((2, 7, 512)), keras.random.normal((2, 10, 512)))
+    """
+
+    def build(self, inputs_shape, memory_shape=None):
+        super().build(inputs_shape)
+        memory_shape = inputs_shape if memory_shape is None else memory_shape
+        key_dim = self.key_dim or inputs_shape[-1] // self.num_heads
+        self.cross_attention = MultiHeadAttention(
+            self.num_heads, key_dim, self.value_dim, self.attention_dropout,
+            dtype=self.dtype_policy, name="cross_attention",
+        )  # fmt: skip
+        self.cross_attention.build(inputs_shape, memory_shape)
+        self.cross_attention_norm = self._layer_norm("cross_attention_norm", inputs_shape)
+
+    def call(
+        self,
+        inputs,
+        memory=None,
+        self_attention_mask=None,
+        memory_mask=None,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        cross_mask = None
+        if memory_mask is not None:
+            cross_mask = ops.expand_dims(ops.cast(memory_mask, "bool"), 1)  # (b, 1, src_len)
+        new_cache = {}
+
+        def self_attend(x):
+            out = self.self_attention(
+                x, x, attention_mask=self_attention_mask, training=training,
+                cache=None if cache is None else cache["self"],
+                cache_update_index=cache_update_index,
+            )  # fmt: skip
+            if cache is None:
+                return (out,)
+            new_cache["self"] = out[1]
+            return (out[0],)
+
+        def cross_attend(x):
+            cross_cache = None if cache is None else cache["cross"]
+            out = self.cross_attention(
+                x, None if cross_cache is not None else memory, attention_mask=cross_mask,
+                cache=cross_cache, training=training, return_attention_scores=True,
+            )  # fmt: skip
+            if cross_cache is not None:
+                new_cache["cross"] = out[2]
+            return out[:2]
+
+        x, _ = self._residual(inputs, self_attend, self.attention_norm, training)
+        x, (weights,) = self._residual(x, cross_attend, self.cross_attention_norm, training)
+        x, _ = self._residual(
+            x, lambda h: (self.feed_forward(h, training=training),), self.feed_forward_norm,
+            training,
+        )  # fmt: skip
+        results = [x]
+        if return_attention_scores:
+            results.append(weights)
+        if cache is not None:
+            results.append(new_cache)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def init_cache(self, memory, batch_size=None, max_length=None):
+        """Cache for step-by-step decoding: encoder-decoder keys/values projected once.
+
+        The self-attention cache starts empty `(batch, h, 0, d_k)` and grows per step, or, with
+        `max_length`, is a zero buffer `(batch, h, max_length, d_k)` written at each step.
+        """
+        batch = ops.shape(memory)[0] if batch_size is None else batch_size
+        attn = self.self_attention
+        length = 0 if max_length is None else max_length
+        zeros_k = ops.zeros((batch, attn.num_heads, length, attn.key_dim), self.compute_dtype)
+        zeros_v = ops.zeros((batch, attn.num_heads, length, attn.value_dim), self.compute_dtype)
+        return {
+            "self": {"key": zeros_k, "value": zeros_v},
+            "cross": self.cross_attention.project_key_value(memory),
+        }

@@ -1,0 +1,34 @@
+"""Install keras-transformer: `pip install -e ".[dev,serving]"`."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="keras-transformer",
+    version="0.1.0",
+    description=(
+        "The Transformer of 'Attention Is All You Need' in Keras 3 / TensorFlow: "
+        "layers, training, beam search and TF Serving export."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    package_data={"keras_transformer": ["data/sample/*"]},
+    include_package_data=True,
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "keras>=3.12",
+        "tensorflow-text>=2.21,<2.22",
+        "tensorflow-datasets>=4.9",
+        "sentencepiece>=0.2",
+        "sacrebleu>=2.4",
+        "numpy",
+        "matplotlib>=3.7",
+        "tqdm",
+    ],
+    extras_require={
+        "dev": ["pytest>=8", "ruff>=0.6"],
+        "serving": ["tensorflow-serving-api>=2.21,<2.22", "grpcio>=1.60"],
+    },
+)
