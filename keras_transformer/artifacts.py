@@ -1,0 +1,79 @@
+"""The layout of a model directory written by training and read by evaluation and export.
+
+MODEL_DIR/
+  config.json            TransformerConfig.to_dict()
+  spm.model              the shared SentencePiece model
+  checkpoints/           ckpt-<step>.weights.h5 files (model + optimizer state)
+  final.weights.h5       the final (averaged) weights, written at the end of training
+  logs/                  TensorBoard event files
+  summary.json           figures of the finished run
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import keras
+
+from keras_transformer.config import TransformerConfig
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.model import build_transformer
+from keras_transformer.training import checkpoints
+
+CONFIG_FILE = "config.json"
+TOKENIZER_FILE = "spm.model"
+CHECKPOINT_DIR = "checkpoints"
+FINAL_WEIGHTS = "final.weights.h5"
+LOG_DIR = "logs"
+SUMMARY_FILE = "summary.json"
+
+
+def path(model_dir: str, name: str) -> str:
+    return os.path.join(model_dir, name)
+
+
+def save_config(model_dir: str, config: TransformerConfig) -> None:
+    os.makedirs(model_dir, exist_ok=True)
+    with open(path(model_dir, CONFIG_FILE), "w") as f:
+        json.dump(config.to_dict(), f, indent=2)
+
+
+def load_config(model_dir: str) -> TransformerConfig:
+    config_path = path(model_dir, CONFIG_FILE)
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"No {CONFIG_FILE} in model_dir={model_dir!r}: not a trained model")
+    with open(config_path) as f:
+        return TransformerConfig.from_dict(json.load(f))
+
+
+def latest_checkpoint(model_dir: str) -> str | None:
+    return checkpoints.latest_checkpoint(path(model_dir, CHECKPOINT_DIR))
+
+
+def restore_weights(model: keras.Model, model_dir: str, weights: str | None = None) -> str:
+    """Load weights into `model`: a `.weights.h5` file, or by default the final weights if
+    present, else the latest checkpoint. Returns the path loaded."""
+    if weights is None:
+        final = path(model_dir, FINAL_WEIGHTS)
+        weights = final if os.path.exists(final) else latest_checkpoint(model_dir)
+    if weights is None:
+        raise FileNotFoundError(f"No weights or checkpoints in model_dir={model_dir!r}")
+    model.load_weights(weights)
+    return weights
+
+
+def load_trained(
+    model_dir: str, weights: str | None = None
+) -> tuple[keras.Model, TransformerConfig, SubwordTokenizer]:
+    """Rebuild a trained model from its directory: `(model, config, tokenizer)`."""
+    config = load_config(model_dir)
+    model = build_transformer(config)
+    restore_weights(model, model_dir, weights)
+    tokenizer = SubwordTokenizer.from_file(path(model_dir, TOKENIZER_FILE))
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(
+            f"Tokenizer vocab_size={tokenizer.vocab_size} differs from the model's "
+            f"vocab_size={config.vocab_size} in {model_dir!r}"
+        )
+    return model, config, tokenizer

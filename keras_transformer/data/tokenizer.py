@@ -1,0 +1,122 @@
+"""Shared source-target subword vocabulary: trained with `sentencepiece` (BPE), applied in-graph
+with `tensorflow_text.SentencepieceTokenizer`, so the same tokenizer travels inside the
+SavedModel (stock TF Serving links the SentencePiece ops).
+
+Ids: 0 pad, 1 unk, 2 bos, 3 eos (as `TransformerConfig`'s defaults).
+
+    train_sentencepiece(texts, "runs/spm", vocab_size=8000)  # writes runs/spm.model
+    tokenizer = SubwordTokenizer.from_file("runs/spm.model")
+    ids = tokenizer.tokenize(tf.constant(["Hello world"]))     # ragged int32 (batch, None)
+    text = tokenizer.detokenize(dense_ids)                      # string (batch,)
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from collections.abc import Iterable
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+logger = logging.getLogger("keras_transformer")
+
+
+def train_sentencepiece(
+    texts: Iterable[str],
+    model_path: str,
+    vocab_size: int,
+    model_type: str = "bpe",
+    character_coverage: float = 1.0,
+    max_sentences: int = 2_000_000,
+) -> str:
+    """Train a SentencePiece model on `texts` (source and target sentences together).
+
+    Args:
+        texts: sentences; a shared vocabulary is trained on both languages.
+        model_path: where to write the model (a `.model` file).
+        vocab_size: number of pieces, the four special ids included.
+        model_type: "bpe" (paper) or "unigram".
+        character_coverage: share of characters covered by the vocabulary.
+        max_sentences: sentences sampled for training (`input_sentence_size`).
+
+    Returns:
+        `model_path`.
+    """
+    import sentencepiece as spm
+
+    if not isinstance(vocab_size, int) or vocab_size <= 4:
+        raise ValueError(f"vocab_size must be an int > 4. Received: vocab_size={vocab_size!r}")
+    proto = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=(t for t in texts if t),
+        model_writer=proto,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        input_sentence_size=max_sentences,
+        shuffle_input_sentence=True,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
+    with open(model_path, "wb") as f:
+        f.write(proto.getvalue())
+    logger.info(
+        "Trained a %s SentencePiece model (%d pieces): %s", model_type, vocab_size, model_path
+    )
+    return model_path
+
+
+class SubwordTokenizer(tf.Module):
+    """In-graph SentencePiece tokenizer with the project's id conventions.
+
+    Args:
+        model_proto: the serialized SentencePiece model (bytes of a `.model` file).
+    """
+
+    def __init__(self, model_proto: bytes, name: str | None = None):
+        super().__init__(name=name)
+        if not model_proto:
+            raise ValueError("model_proto is empty: expected the bytes of a SentencePiece model.")
+        self.model_proto = model_proto
+        self.sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+
+    @classmethod
+    def from_file(cls, path: str) -> SubwordTokenizer:
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(f"No SentencePiece model at {path!r}")
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return cls(f.read())
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.sentencepiece.vocab_size())
+
+    def tokenize(self, texts) -> tf.RaggedTensor:
+        """Strings `(batch,)` -> ragged int32 ids `(batch, None)`, without BOS/EOS."""
+        return self.sentencepiece.tokenize(texts)
+
+    def detokenize(self, ids) -> tf.Tensor:
+        """Int ids `(batch, len)` -> strings `(batch,)`.
+
+        Everything from the first EOS on is dropped, as are PAD and BOS tokens.
+        """
+        ids = tf.cast(ids, tf.int32)
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=PAD_ID)
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
+        keep = before_eos & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, BOS_ID)
+        return self.sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+
+    def encode_source(self, texts, max_length: int) -> tf.RaggedTensor:
+        """Source ids `(batch, None)`: pieces truncated to `max_length - 1`, then EOS."""
+        pieces = self.tokenize(texts)[:, : max_length - 1]
+        eos = tf.fill([pieces.nrows(), 1], EOS_ID)
+        return tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)

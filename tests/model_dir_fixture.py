@@ -1,0 +1,32 @@
+"""A small untrained model directory (config, SentencePiece model, weights) for tests of
+decoding, evaluation and export. The weights are random but fixed by the seed."""
+
+from __future__ import annotations
+
+import os
+
+import keras
+
+from keras_transformer import TransformerConfig, artifacts, build_transformer
+from keras_transformer.data.tokenizer import train_sentencepiece
+
+SENTENCES = [
+    f"{a} {b} number {i}."
+    for i in range(40)
+    for a, b in (("The cat", "sleeps"), ("Der Hund", "schläft"), ("Le chat", "dort"))
+]
+
+
+def make_model_dir(directory: str, vocab_size: int = 64, seed: int = 0, **overrides) -> str:
+    """Write `directory` in the layout of `keras_transformer.artifacts` and return it."""
+    os.makedirs(directory, exist_ok=True)
+    spm_path = os.path.join(directory, artifacts.TOKENIZER_FILE)
+    train_sentencepiece(SENTENCES, spm_path, vocab_size=vocab_size)
+    values = dict(num_layers=2, d_model=32, d_ff=64, num_heads=4, dropout=0.0, max_length=64)
+    values.update(overrides)
+    config = TransformerConfig.tiny(vocab_size, **values)
+    keras.utils.set_random_seed(seed)
+    model = build_transformer(config)
+    artifacts.save_config(directory, config)
+    model.save_weights(os.path.join(directory, artifacts.FINAL_WEIGHTS))
+    return directory
