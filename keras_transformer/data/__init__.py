@@ -1,0 +1,1 @@
+"""Data: corpora, tokenizers and tf.data input pipelines."""
