@@ -26,6 +26,7 @@ setup(
         "numpy",
         "matplotlib>=3.7",
         "tqdm",
+        "tensorboard",
     ],
     extras_require={
         "dev": ["pytest>=8", "ruff>=0.6"],

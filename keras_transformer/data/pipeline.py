@@ -1,0 +1,141 @@
+"""tf.data input pipeline: tokenize in-graph, filter by length, batch by token count with length
+bucketing (paper, section 5.1: batches of about 25000 source and 25000 target tokens), prefetch.
+
+Elements in: `{"source": tf.string, "target": tf.string}` (see `keras_transformer.data.corpus`).
+Elements out: `({"source": int32 (batch, src_len), "target": int32 (batch, tgt_len)},
+labels int32 (batch, tgt_len))` where target = [BOS] + pieces and labels = pieces + [EOS].
+"""
+
+from __future__ import annotations
+
+import logging
+
+import tensorflow as tf
+
+from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SubwordTokenizer
+
+logger = logging.getLogger("keras_transformer")
+
+
+def bucket_boundaries(max_length: int, min_length: int = 8, growth: float = 1.2) -> list[int]:
+    """Geometric bucket boundaries `[8, 9, ...]` below `max_length + 1` (tensor2tensor style)."""
+    boundaries, length = [], float(min_length)
+    while length <= max_length:
+        if not boundaries or int(length) > boundaries[-1]:
+            boundaries.append(int(length))
+        length *= growth
+    return boundaries
+
+
+def bucket_batch_sizes(
+    boundaries: list[int], max_length: int, batch_tokens: int, num_replicas: int = 1
+) -> list[int]:
+    """Sentences per global batch for each bucket, so that no replica's batch holds more than
+    `batch_tokens` (padded) source or target tokens.
+
+    Bucket i holds examples of length < upper_i (upper = the next boundary, or max_length + 1),
+    padded to at most upper_i - 1 tokens; its per-replica batch is batch_tokens // (upper_i - 1)
+    sentences, and the global batch is that times num_replicas.
+    """
+    if batch_tokens < max_length:
+        raise ValueError(
+            f"batch_tokens must be >= max_length so a longest sentence fits. "
+            f"Received: batch_tokens={batch_tokens}, max_length={max_length}"
+        )
+    uppers = list(boundaries) + [max_length + 1]
+    return [(batch_tokens // (upper - 1)) * num_replicas for upper in uppers]
+
+
+def _tokenize(tokenizer: SubwordTokenizer):
+    model_proto = tokenizer.model_proto
+
+    def tokenize(batch):
+        # The SentencePiece op is created inside the dataset function, so the dataset graph is
+        # self-contained: a resource created eagerly does not survive tf.distribute's rewrite
+        # of the input pipeline ("Resource ... SentencepieceResource does not exist").
+        local = SubwordTokenizer(model_proto)
+        source = local.tokenize(batch["source"])  # ragged (n, None)
+        target = local.tokenize(batch["target"])  # ragged (n, None)
+        n = source.nrows()
+        eos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], EOS_ID))
+        bos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], BOS_ID))
+        return {
+            "source": tf.concat([source, eos], axis=1),  # pieces + EOS
+            "target": tf.concat([bos, target], axis=1),  # BOS + pieces (decoder input)
+            "labels": tf.concat([target, eos], axis=1),  # pieces + EOS
+        }
+
+    return tokenize
+
+
+def tokenize_pairs(
+    pairs: tf.data.Dataset, tokenizer: SubwordTokenizer, max_length: int
+) -> tf.data.Dataset:
+    """String pairs -> int32 id sequences, dropping pairs with a side longer than max_length."""
+
+    def fits(example):
+        return tf.logical_and(
+            tf.size(example["source"]) <= max_length, tf.size(example["labels"]) <= max_length
+        )
+
+    return (
+        pairs.batch(512)
+        .map(_tokenize(tokenizer), num_parallel_calls=tf.data.AUTOTUNE)
+        .unbatch()
+        .map(_to_dense)
+        .filter(fits)
+    )
+
+
+def _to_dense(example):
+    """Unbatched ragged rows (ragged_rank 0) -> plain 1-D tensors, which padded_batch needs."""
+    return {
+        name: value.to_tensor() if isinstance(value, tf.RaggedTensor) else value
+        for name, value in example.items()
+    }
+
+
+def make_batches(
+    pairs: tf.data.Dataset,
+    tokenizer: SubwordTokenizer,
+    max_length: int,
+    batch_tokens: int,
+    num_replicas: int = 1,
+    training: bool = True,
+    shuffle_buffer: int = 50_000,
+    pad_to_bucket_boundary: bool = False,
+    seed: int | None = None,
+) -> tf.data.Dataset:
+    """Token-budget batches for `model.fit`.
+
+    Args:
+        pairs: `{"source", "target"}` string elements.
+        tokenizer: the shared subword tokenizer.
+        max_length: longest source or target (in pieces, EOS included) kept.
+        batch_tokens: most padded source or target tokens per replica batch.
+        num_replicas: replicas in sync; every batch has a multiple of it sentences.
+        training: shuffle, repeat forever and drop incomplete batches; else one pass.
+        shuffle_buffer: pairs shuffled before tokenization.
+        pad_to_bucket_boundary: static lengths per bucket (fewer XLA recompilations).
+        seed: shuffle seed.
+    """
+    if training:
+        pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    examples = tokenize_pairs(pairs, tokenizer, max_length)
+    boundaries = bucket_boundaries(max_length)
+    if pad_to_bucket_boundary and boundaries[-1] <= max_length:
+        boundaries.append(max_length + 1)  # tf.data needs every length below the last boundary
+    sizes = bucket_batch_sizes(boundaries, max_length, batch_tokens, num_replicas)
+    batches = examples.bucket_by_sequence_length(
+        element_length_func=lambda e: tf.maximum(tf.size(e["source"]), tf.size(e["labels"])),
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=sizes,
+        padding_values={"source": PAD_ID, "target": PAD_ID, "labels": PAD_ID},
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+        drop_remainder=training,
+    )
+    batches = batches.map(
+        lambda e: ({"source": e["source"], "target": e["target"]}, e["labels"]),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return batches.prefetch(tf.data.AUTOTUNE)

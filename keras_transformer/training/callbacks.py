@@ -1,0 +1,120 @@
+"""Callbacks of the training loop: tokens/s in the progress bar and in TensorBoard, learning
+rate logging, checkpoints every N steps or minutes (keeping the last K), and a hard stop at
+`train_steps` so a resumed run ends exactly where an uninterrupted one would."""
+
+from __future__ import annotations
+
+import time
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.training import checkpoints
+
+
+class TrainingMonitor(keras.callbacks.Callback):
+    """Adds `tokens_per_sec` and `lr` to the batch logs and writes them to TensorBoard.
+
+    Args:
+        log_dir: TensorBoard directory for step-level scalars ("train_steps" run).
+        log_every_steps: interval of the scalars.
+        num_replicas: replicas whose target tokens the "tokens" metric counts (Keras sums
+            metric state over replicas, so it already counts the global batch).
+    """
+
+    def __init__(self, log_dir: str, log_every_steps: int = 20):
+        super().__init__()
+        self.log_every_steps = log_every_steps
+        self.writer = tf.summary.create_file_writer(log_dir)
+        self._last_tokens = 0.0
+        self._last_time = None
+        self.total_tokens = 0.0
+        self.tokens_per_sec = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_tokens = 0.0  # Keras resets metric state every epoch
+        self._last_time = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        logs = logs if logs is not None else {}
+        now = time.perf_counter()
+        tokens = float(logs.get("tokens", 0.0))
+        new_tokens = max(tokens - self._last_tokens, 0.0)
+        elapsed = max(now - self._last_time, 1e-9)
+        self.tokens_per_sec = 0.9 * self.tokens_per_sec + 0.1 * (new_tokens / elapsed)
+        if self.total_tokens == 0.0:
+            self.tokens_per_sec = new_tokens / elapsed
+        self.total_tokens += new_tokens
+        self._last_tokens, self._last_time = tokens, now
+        step = int(self.model.optimizer.iterations.numpy())
+        lr = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        logs["tokens_per_sec"] = self.tokens_per_sec
+        logs["lr"] = lr
+        if step % self.log_every_steps == 0:
+            with self.writer.as_default(step=step):
+                for name in ("loss", "accuracy", "perplexity", "tokens_per_sec", "lr"):
+                    if name in logs:
+                        tf.summary.scalar(name, float(logs[name]))
+            self.writer.flush()
+
+
+class PeriodicCheckpoint(keras.callbacks.Callback):
+    """Saves `ckpt-<step>.weights.h5` every `every_steps` steps or `every_minutes` minutes,
+    whichever comes first, and at the end of training; keeps the last `keep`.
+
+    Args:
+        directory: checkpoint directory.
+        every_steps: step interval.
+        every_minutes: wall-clock interval.
+        keep: checkpoints kept.
+        is_chief: only the chief writes (multi-worker training).
+    """
+
+    def __init__(
+        self, directory: str, every_steps: int, every_minutes: float, keep: int, is_chief=True
+    ):
+        super().__init__()
+        self.directory = directory
+        self.every_steps = every_steps
+        self.every_seconds = every_minutes * 60.0
+        self.keep = keep
+        self.is_chief = is_chief
+        self._last_step = None
+        self._last_time = time.monotonic()
+
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations.numpy())
+
+    def save(self) -> None:
+        step = self._step()
+        if step == self._last_step:
+            return
+        if self.is_chief:
+            checkpoints.save_checkpoint(self.model, self.directory, step, self.keep)
+        self._last_step, self._last_time = step, time.monotonic()
+
+    def on_train_begin(self, logs=None):
+        self._last_step = self._step()
+        self._last_time = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._step()
+        due_steps = step % self.every_steps == 0
+        due_time = time.monotonic() - self._last_time >= self.every_seconds
+        if due_steps or due_time:
+            self.save()
+
+    def on_train_end(self, logs=None):
+        self.save()
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Stops `fit` once the optimizer has made `train_steps` updates."""
+
+    def __init__(self, train_steps: int):
+        super().__init__()
+        self.train_steps = train_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.train_steps:
+            self.model.stop_training = True
