@@ -41,7 +41,7 @@ def save_checkpoint(model: keras.Model, directory: str, step: int, keep: int) ->
         raise ValueError(f"keep must be >= 1. Received: keep={keep}")
     os.makedirs(directory, exist_ok=True)
     path = checkpoint_path(directory, step)
-    partial = path.replace(".weights.h5", ".partial.weights.h5")
+    partial = os.path.join(directory, f"partial-{os.path.basename(path)}")
     model.save_weights(partial, overwrite=True)
     os.replace(partial, path)  # a killed run never leaves a half-written checkpoint
     for _, old in list_checkpoints(directory)[:-keep]:
