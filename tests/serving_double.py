@@ -1,0 +1,214 @@
+"""TEST DOUBLE of TensorFlow Serving: never ship it, never use it as a server.
+
+It implements the real gRPC `PredictionService.Predict` (tensorflow-serving-api) and a minimal
+REST `POST /v1/models/<name>:predict` by loading one SavedModel with `tf.saved_model.load` and
+calling the requested signature, so that the client in `export/client.py` can be tested without
+`tensorflow_model_server`. It checks requests the way TF Serving does and answers bad ones with
+the same status codes (unknown model: NOT_FOUND; unknown signature, missing or extra input,
+wrong dtype or rank: INVALID_ARGUMENT), but it has no batching, version management, warm-up or
+performance. Both servers bind to 127.0.0.1 on an ephemeral port and run in daemon threads.
+
+    service = SavedModelPredictionService(export_dir, model_name="transformer")
+    server, port = serve_grpc(service)    # ... server.stop(0)
+    httpd, port = serve_rest(service)     # ... httpd.shutdown()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import grpc
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export uses)
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+HTTP_STATUS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504, grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.INTERNAL: 500,
+}  # fmt: skip
+REST_PATH = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+))?:predict$")
+
+
+class RequestError(Exception):
+    """A request the real server would reject with `code`."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class SavedModelPredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """Serves the signatures of the SavedModel at `export_dir` under `model_name`.
+
+    Args:
+        export_dir: a version directory `.../<model_name>/<version>`.
+        model_name: the name requests must use.
+        delay_s: sleep this long before each prediction (to provoke client deadlines).
+    """
+
+    def __init__(self, export_dir: str, model_name: str = "transformer", delay_s: float = 0.0):
+        self.loaded = tf.saved_model.load(export_dir)
+        self.model_name = model_name
+        base = os.path.basename(os.path.normpath(export_dir))
+        self.version = int(base) if base.isdigit() else 1
+        self.delay_s = delay_s
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def run(self, model_name: str, signature_name: str, inputs: dict, version=None) -> dict:
+        """Check and run one request: {input: np.ndarray} -> {output: np.ndarray}."""
+        with self._lock:
+            self.requests += 1
+        if model_name != self.model_name or version not in (None, self.version):
+            target = model_name if version is None else f"{model_name} version {version}"
+            raise RequestError(grpc.StatusCode.NOT_FOUND, f"Servable not found: {target}")
+        name = signature_name or "serving_default"
+        if name not in self.loaded.signatures:
+            raise RequestError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f'Serving signature name: "{name}" not found in signature def',
+            )
+        function = self.loaded.signatures[name]
+        specs = function.structured_input_signature[1]  # {name: TensorSpec}
+        extra, missing = sorted(set(inputs) - set(specs)), sorted(set(specs) - set(inputs))
+        if extra or missing:
+            raise RequestError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"input size does not match signature: Sent extra: {extra}. "
+                f"Missing but required: {missing}.",
+            )
+        tensors = {key: _to_tensor(key, value, specs[key]) for key, value in inputs.items()}
+        time.sleep(self.delay_s)
+        try:
+            outputs = function(**tensors)
+        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
+            raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
+        return {key: value.numpy() for key, value in outputs.items()}
+
+    def Predict(self, request, context):  # noqa: N802  (the gRPC method name)
+        spec = request.model_spec
+        version = spec.version.value if spec.HasField("version") else None
+        try:
+            inputs = {key: tf.make_ndarray(proto) for key, proto in request.inputs.items()}
+            outputs = self.run(spec.name, spec.signature_name, inputs, version)
+        except RequestError as error:
+            context.abort(error.code, error.message)
+        response = predict_pb2.PredictResponse()
+        response.model_spec.name = self.model_name
+        response.model_spec.version.value = self.version
+        response.model_spec.signature_name = spec.signature_name or "serving_default"
+        for key, value in outputs.items():
+            if not request.output_filter or key in request.output_filter:
+                response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+        return response
+
+
+def _to_tensor(key: str, value: np.ndarray, spec: tf.TensorSpec) -> tf.Tensor:
+    is_string = value.dtype == object or value.dtype.kind in "SU"
+    if is_string != (spec.dtype == tf.string) or (
+        not is_string and tf.as_dtype(value.dtype) != spec.dtype
+    ):
+        got = "string" if is_string else tf.as_dtype(value.dtype).name
+        raise RequestError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Expects arg {key!r} to be {spec.dtype.name} but {got} is provided",
+        )
+    if not spec.shape.is_compatible_with(value.shape):
+        raise RequestError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Input {key!r} must have shape {spec.shape}. Received: {list(value.shape)}",
+        )
+    return tf.constant(value, dtype=spec.dtype)
+
+
+def serve_grpc(service: SavedModelPredictionService, max_workers: int = 2):
+    """Start a gRPC server on 127.0.0.1 with an ephemeral port: returns `(server, port)`."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(service, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+def _rest_handler(service: SavedModelPredictionService):
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802  (http.server's method name)
+            try:
+                status, payload = 200, self._predict()
+            except RequestError as error:
+                status, payload = HTTP_STATUS.get(error.code, 500), {"error": error.message}
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its deadline passed)
+
+        def _predict(self) -> dict:
+            match = REST_PATH.match(self.path)
+            if not match:
+                raise RequestError(grpc.StatusCode.NOT_FOUND, f"Malformed request: {self.path}")
+            version = int(match.group(2)) if match.group(2) else None
+            try:
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                inputs, columnar = _rest_inputs(request)
+            except (ValueError, KeyError, TypeError) as error:
+                raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
+            signature = request.get("signature_name", "serving_default")
+            outputs = service.run(match.group(1), signature, inputs, version)
+            outputs = {key: _jsonable(value) for key, value in outputs.items()}
+            if columnar:
+                return {"outputs": outputs}
+            rows = zip(*outputs.values())
+            return {"predictions": [dict(zip(outputs, row)) for row in rows]}
+
+        def log_message(self, *args):  # keep test output quiet
+            pass
+
+    return Handler
+
+
+def _rest_inputs(request: dict) -> tuple[dict, bool]:
+    """{"inputs": {name: values}} (columnar) or {"instances": [{name: value}, ...]} (rows)."""
+    if "inputs" in request:
+        inputs, columnar = request["inputs"], True
+    else:
+        rows, columnar = request["instances"], False
+        inputs = {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
+    if not isinstance(inputs, dict):
+        raise TypeError(f"Expected named inputs. Received: {type(inputs).__name__}")
+    return {key: _from_json(values) for key, values in inputs.items()}, columnar
+
+
+def _from_json(values) -> np.ndarray:
+    array = np.asarray(values)
+    if array.dtype.kind == "U":
+        array = np.vectorize(lambda s: s.encode("utf-8"), otypes=[object])(array)
+    return array
+
+
+def _jsonable(value: np.ndarray):
+    if value.dtype == object:
+        return np.frompyfunc(lambda b: b.decode("utf-8", "replace"), 1, 1)(value).tolist()
+    return value.tolist()
+
+
+def serve_rest(service: SavedModelPredictionService):
+    """Start a REST server on 127.0.0.1 with an ephemeral port: returns `(httpd, port)`."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _rest_handler(service))
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.daemon = True
+    thread.start()
+    return httpd, httpd.server_address[1]
