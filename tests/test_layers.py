@@ -338,11 +338,6 @@ def test_every_public_layer_has_a_layer_test():
     assert set(layers.__all__) == tested
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EncoderLayer/Encoder.compute_output_shape ignore return_attention_scores (and cache), "
-    "so a symbolic call returns one KerasTensor where an eager call returns a tuple",
-)
 @pytest.mark.parametrize("layer_cls", [EncoderLayer, DecoderLayer, Encoder, Decoder])
 def test_symbolic_call_returns_attention_scores(layer_cls):
     kwargs = {"num_heads": HEADS, "d_ff": D_FF}

@@ -297,3 +297,33 @@ def test_tiny_model_learns_reverse_task():
     accuracy = MaskedAccuracy()
     accuracy.update_state(y_test, model.predict(x_test, verbose=0))
     assert float(accuracy.result()) > 0.95
+
+
+def test_average_checkpoints_equals_numpy_mean(tmp_path):
+    import importlib.util
+
+    from keras_transformer import TransformerConfig, artifacts, build_transformer
+    from keras_transformer.training.checkpoints import save_checkpoint
+
+    config = TransformerConfig.tiny(30, num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    model = build_transformer(config)
+    artifacts.save_config(str(tmp_path), config)
+    rng = np.random.default_rng(0)
+    saved = []
+    for step in (10, 20, 30, 40):
+        weights = [rng.normal(size=w.shape).astype(w.dtype) for w in model.get_weights()]
+        model.set_weights(weights)
+        save_checkpoint(model, str(tmp_path / "checkpoints"), step, keep=3)
+        saved.append(weights)
+    assert [s for s, _ in list_checkpoints(str(tmp_path / "checkpoints"))] == [20, 30, 40]
+    spec = importlib.util.spec_from_file_location(
+        "average_checkpoints", os.path.join(REPO, "pipelines", "average_checkpoints.py")
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    output = str(tmp_path / "avg.weights.h5")
+    script.main(["--model-dir", str(tmp_path), "--last", "2", "--output", output])
+    averaged = build_transformer(config)
+    averaged.load_weights(output)
+    for got, a, b in zip(averaged.get_weights(), saved[2], saved[3]):
+        np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6, atol=1e-7)

@@ -129,9 +129,6 @@ class Encoder(keras.layers.Layer):
             x = self.final_norm(x)
         return (x, all_weights) if return_attention_scores else x
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
     def get_config(self):
         config = super().get_config()
         config.update({"num_layers": self.num_layers, **self._layer_kwargs()})

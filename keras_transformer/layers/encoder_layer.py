@@ -120,9 +120,6 @@ class EncoderLayer(keras.layers.Layer):
         )  # fmt: skip
         return (x, weights) if return_attention_scores else x
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -51,8 +51,9 @@ def save_checkpoint(model: keras.Model, directory: str, step: int, keep: int) ->
 
 def restore_checkpoint(model: keras.Model, path: str) -> None:
     """Restore model (and, if compiled, optimizer) state from `path`."""
-    if model.optimizer is not None and not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:
+        optimizer.build(model.trainable_variables)
     model.load_weights(path)
 
 
