@@ -1,0 +1,99 @@
+"""Training throughput: target tokens/s of `model.fit` steps on synthetic token-budget batches.
+
+    python benchmarks/train_benchmark.py --config tiny --batch-tokens 3072 --steps 30
+    python benchmarks/train_benchmark.py --config base --batch-tokens 4096 --mixed-precision \
+        mixed_bfloat16 --jit-compile            # on a GPU
+    KERAS_BACKEND=jax python benchmarks/train_benchmark.py --config base  # GPU machines without TF
+
+Prints one JSON line per run with the machine, versions, settings and tokens/s, and the model
+FLOPs utilisation estimate (6 * parameters * tokens / s, the usual approximation) when
+--peak-tflops is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+
+def _machine() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        model = platform.processor()
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def run(args) -> dict:
+    import keras
+    import numpy as np
+
+    from keras_transformer import TransformerConfig, build_transformer
+    from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
+    from keras_transformer.training.schedule import TransformerSchedule
+
+    if args.mixed_precision != "none":
+        keras.mixed_precision.set_dtype_policy(args.mixed_precision)
+    config = TransformerConfig.preset(args.config, args.vocab_size, max_length=args.length)
+    model = build_transformer(config)
+    model.compile(
+        optimizer=keras.optimizers.Adam(TransformerSchedule(config.d_model), 0.9, 0.98, 1e-9),
+        loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing),
+        jit_compile=args.jit_compile,
+    )
+    rows = max(1, args.batch_tokens // args.length)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(4, args.vocab_size, size=(rows * (args.steps + args.warmup), args.length))
+    x = {"source": ids.astype("int32"), "target": ids.astype("int32")}
+    model.fit(x, ids, batch_size=rows, steps_per_epoch=args.warmup, epochs=1, verbose=0)
+    start = time.perf_counter()
+    model.fit(x, ids, batch_size=rows, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    seconds = time.perf_counter() - start
+    tokens_per_sec = rows * args.length * args.steps / seconds
+    result = {
+        "machine": _machine(),
+        "backend": keras.backend.backend(),
+        "keras": keras.__version__,
+        "python": platform.python_version(),
+        "config": args.config,
+        "parameters": model.count_params(),
+        "batch": [rows, args.length],
+        "mixed_precision": args.mixed_precision,
+        "jit_compile": args.jit_compile,
+        "step_ms": round(1000 * seconds / args.steps, 1),
+        "target_tokens_per_sec": round(tokens_per_sec),
+    }
+    if args.peak_tflops:
+        result["mfu"] = round(
+            6 * model.count_params() * tokens_per_sec / (args.peak_tflops * 1e12), 4
+        )
+    return result
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument(
+        "--config", default="tiny", choices=("tiny", "base", "big"), help="model preset"
+    )
+    parser.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size")
+    parser.add_argument("--batch-tokens", type=int, default=3072, help="tokens per batch side")
+    parser.add_argument("--length", type=int, default=32, help="source and target length")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps (tracing, XLA)")
+    parser.add_argument(
+        "--mixed-precision", default="none",
+        choices=("none", "mixed_bfloat16", "mixed_float16"), help="dtype policy",
+    )  # fmt: skip
+    parser.add_argument("--jit-compile", action="store_true", help="XLA-compile the train step")
+    parser.add_argument("--peak-tflops", type=float, default=0.0, help="device peak, for MFU")
+    print(json.dumps(run(parser.parse_args(argv))))
+
+
+if __name__ == "__main__":
+    main()
