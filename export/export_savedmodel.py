@@ -193,10 +193,13 @@ def unregistered_ops(op_types: set[str]) -> set[str]:
     return set(json.loads(lines[-1].removeprefix("UNREGISTERED=")))
 
 
-def unservable_ops(export_dir: str) -> set[str]:
-    """Ops of the export that stock TF Serving cannot run: not stock TF nor SentencePiece."""
+def unservable_ops(export_dir: str, allow_xla: bool = False) -> set[str]:
+    """Ops of the export that stock TF Serving cannot run: neither stock TF nor SentencePiece,
+    Python callbacks, and unless `allow_xla`, `Xla*` ops (they run only through XLA, which
+    tensorflow_model_server disables unless started with --xla_cpu_compilation_enabled)."""
     ops = saved_model_op_types(export_dir)
-    return (unregistered_ops(ops) - SENTENCEPIECE_OPS) | (ops & PYTHON_OPS)
+    xla = set() if allow_xla else {op for op in ops if op.startswith("Xla")}
+    return (unregistered_ops(ops) - SENTENCEPIECE_OPS) | (ops & PYTHON_OPS) | xla
 
 
 def save_module(
@@ -219,13 +222,29 @@ def save_module(
     try:
         tf.saved_model.save(module, tmp_dir, signatures=module.signatures())
         write_warmup_file(tmp_dir, model_name)
-        bad = unservable_ops(tmp_dir) if check_ops else set()
+        allow_xla = bool(getattr(module.translator, "jit_compile", False))
+        bad = unservable_ops(tmp_dir, allow_xla) if check_ops else set()
         if bad:
             raise ValueError(f"The export uses ops stock TF Serving lacks: {sorted(bad)}")
         os.rename(tmp_dir, final_dir)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
     return final_dir
+
+
+def _load_float32(model_dir: str, weights: str | None):
+    """`artifacts.load_trained` under the float32 policy, whatever the process's policy is
+    (the training pipeline exports in the process that may have trained in mixed precision)."""
+    import keras
+
+    from keras_transformer import artifacts
+
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        return artifacts.load_trained(model_dir, weights)
+    finally:
+        keras.config.set_dtype_policy(policy)
 
 
 def export_savedmodel(
@@ -250,11 +269,9 @@ def export_savedmodel(
         jit_compile: XLA-compile the numeric decoding (string ops stay outside it).
         check_ops: refuse to publish an export with ops stock TF Serving lacks.
     """
-    from keras_transformer import artifacts
-
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"n_best must be in [1, beam_size={beam_size}]. Received: {n_best}")
-    model, config, tokenizer = artifacts.load_trained(model_dir, weights)
+    model, config, tokenizer = _load_float32(model_dir, weights)
     translator = make_translator(model, tokenizer, config, beam_size, alpha, jit_compile)
     module = TranslationModule(translator, model, tokenizer, n_best)
     return save_module(module, export_base, model_name, version, check_ops)

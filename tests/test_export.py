@@ -173,6 +173,7 @@ def test_ops_are_stock_tensorflow_plus_sentencepiece(export_dir):
     ops = ex.saved_model_op_types(export_dir)
     assert {"SentencepieceTokenizeOp", "SentencepieceDetokenizeOp", "While"} <= ops
     assert ops & ex.PYTHON_OPS == set()
+    assert not [op for op in ops if op.startswith("Xla")]  # need XLA, off in TF Serving
     # Every op is known to a process without tensorflow_text, except the SentencePiece ones.
     assert ex.unregistered_ops(ops) == ops & ex.SENTENCEPIECE_OPS
 
@@ -284,3 +285,68 @@ def test_serving_config_templates_parse():
     sizes = [int(n) for n in re.findall(r"^allowed_batch_sizes: (\d+)", text, re.MULTILINE)]
     max_batch = int(re.search(r"max_batch_size \{ value: (\d+) \}", text).group(1))
     assert sizes == sorted(sizes) and sizes[-1] == max_batch  # TF Serving requires both
+
+
+def _compiled_closure(export_dir: str) -> list:
+    """FunctionDefs marked `_XlaMustCompile` and every function they call."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((Path(export_dir) / "saved_model.pb").read_bytes())
+    (meta_graph,) = saved_model.meta_graphs
+    library = {f.signature.name: f for f in meta_graph.graph_def.library.function}
+    todo = [n for n, f in library.items() if f.attr["_XlaMustCompile"].b]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in library:
+            continue
+        seen.add(name)
+        for node in library[name].node_def:
+            todo.append(node.op)  # a direct call
+            for value in node.attr.values():
+                todo += [value.func.name] + [f.name for f in value.list.func]
+    return [library[n] for n in sorted(seen)]
+
+
+@pytest.mark.slow
+def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, loaded, tmp_path):
+    export_dir = ex.export_savedmodel(
+        model_dir, str(tmp_path), beam_size=BEAM_SIZE, alpha=ALPHA, n_best=N_BEST, jit_compile=True
+    )
+    assert ex.unservable_ops(export_dir) == {"XlaDynamicUpdateSlice"}  # the fixed-size cache
+    assert ex.unservable_ops(export_dir, allow_xla=True) == set()
+    compiled = _compiled_closure(export_dir)
+    assert compiled, "no function is marked for XLA compilation"
+    for function in compiled:
+        types = [a.type for a in function.signature.input_arg] + [
+            a.type for a in function.signature.output_arg
+        ]
+        assert tf.string.as_datatype_enum not in types, function.signature.name
+        assert not {n.op for n in function.node_def} & ex.SENTENCEPIECE_OPS
+    texts = tf.constant([t.encode() for t in TEXTS] + BAD_TEXTS)
+    jit = tf.saved_model.load(export_dir)
+    for name in (ex.SERVING_SIGNATURE, ex.NBEST_SIGNATURE):
+        want, got = loaded.signatures[name](text=texts), jit.signatures[name](text=texts)
+        assert _hex_rows(got["translations"]) == _hex_rows(want["translations"])
+        assert float(tf.reduce_max(tf.abs(got["scores"] - want["scores"]))) <= 1e-4
+
+
+def test_export_builds_float32_model_under_a_mixed_policy(model_dir, tmp_path, monkeypatch):
+    import keras
+
+    seen = []
+
+    def fake_load_trained(directory, weights=None):
+        seen.append(keras.config.dtype_policy().name)
+        raise RuntimeError("stop after loading")
+
+    monkeypatch.setattr(artifacts, "load_trained", fake_load_trained)
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        with pytest.raises(RuntimeError, match="stop after loading"):
+            ex.export_savedmodel(model_dir, str(tmp_path))
+        assert keras.config.dtype_policy().name == "mixed_float16"  # restored
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert seen == ["float32"]
