@@ -46,6 +46,15 @@ def export_dir_for(args, workdir: str) -> str:
     return export_savedmodel(model_dir, workdir, beam_size=args.beam_size, n_best=1)
 
 
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        return names[0] if names else platform.processor()
+    except OSError:
+        return platform.processor()
+
+
 def measure(call, sentences: list[str], batch: int, iterations: int, warmup: int = 2) -> dict:
     batches = [[sentences[(i * batch + j) % len(sentences)] for j in range(batch)]
                for i in range(iterations + warmup)]  # fmt: skip
@@ -91,7 +100,7 @@ def main(argv=None) -> int:
         command=" ".join([sys.executable, *sys.argv]), export_dir=args.export_dir,
         model_dir=args.model_dir or "tiny untrained test model", rows=rows,
         date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        machine=dict(platform=platform.platform(), processor=platform.processor(),
+        machine=dict(platform=platform.platform(), processor=cpu_name(),
                      cpus=os.cpu_count(), gpus=len(tf.config.list_physical_devices("GPU"))),
         versions=dict(python=platform.python_version(), tensorflow=tf.__version__,
                       tensorflow_text=tensorflow_text.__version__),

@@ -271,6 +271,12 @@ def export_savedmodel(
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"n_best must be in [1, beam_size={beam_size}]. Received: {n_best}")
+    try:  # the warm-up file needs its protos: fail before the slow part
+        import tensorflow_serving.apis.prediction_log_pb2  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            'Export needs tensorflow-serving-api: pip install -e ".[serving]"'
+        ) from error
     model, config, tokenizer = _load_float32(model_dir, weights)
     translator = make_translator(model, tokenizer, config, beam_size, alpha, jit_compile)
     module = TranslationModule(translator, model, tokenizer, n_best)
