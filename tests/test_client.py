@@ -4,10 +4,12 @@ REST on 127.0.0.1, ephemeral ports): round trips, status codes, deadlines and re
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -196,3 +198,15 @@ def test_unavailable_is_retried_with_exponential_backoff(transport):
 def test_texts_must_be_a_sequence():
     with pytest.raises(TypeError, match="sequence of strings"):
         client.make_predict_request("Hello", MODEL, "serving_default")
+
+
+def test_rest_double_accepts_row_format(service, rest_url):
+    body = {"signature_name": "serving_default", "instances": [{"text": t} for t in TEXTS]}
+    request = urllib.request.Request(
+        client.rest_url(rest_url, MODEL), data=json.dumps(body).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        predictions = json.loads(response.read())["predictions"]
+    want = _direct(service)
+    assert [p["translations"] for p in predictions] == want["translations"]
+    assert [p["scores"] for p in predictions] == pytest.approx(want["scores"], abs=1e-5)
