@@ -1,0 +1,284 @@
+"""Beam search with the GNMT length penalty, in TensorFlow ops only (paper, section 6.1:
+"beam search with a beam size of 4 and length penalty alpha = 0.6 ... terminate early when
+possible").
+
+The search knows nothing about the model (TF Model Garden manner): it only calls
+
+    logits, new_cache = symbols_to_logits_fn(ids, step, cache)
+
+where `ids` is int32 `(batch * beam, length)` (the hypotheses so far, `ids[:, step]` being the
+newest token), `step` a scalar int32 tensor, and `cache` the per-hypothesis state, a nest of
+`(batch * beam, ...)` tensors; it returns float `(batch * beam, vocab_size)` logits for the next
+token and the updated cache. Rows are batch-major: row `b * beam_size + k` is beam k of item b
+(`tile_beams` lays tensors out this way).
+
+Cache layout. Only per-hypothesis state (the decoder self-attention keys/values) belongs in
+`cache`: it is reordered with one `tf.gather` over the batch*beam axis whenever beams are
+re-ranked. State shared by all beams of one source (encoder memory, encoder-decoder keys/values,
+the memory mask) should be tiled once with `tile_beams` and captured by `symbols_to_logits_fn`;
+it is never gathered, because every beam of an item sees the same rows.
+
+Scores. A hypothesis y of length |y| (generated tokens, EOS included, the initial id excluded)
+scores
+
+    s(y) = log P(y | x) / lp(|y|),   lp(n) = ((5 + n) / 6) ** alpha    (GNMT, Wu et al. 2016)
+
+where log P(y | x) is the sum of the log-softmax of the chosen tokens. A hypothesis that
+reaches its maximum length without EOS is finished there with that length.
+
+Each step keeps the 2 * beam best extensions (flax `examples/wmt/decode.py`), so hypotheses
+that just finished cannot crowd out live ones: the `beam` best unfinished extensions stay
+alive. An extension ending in EOS (or at the length limit) finishes only if it ranks among the
+`beam` best extensions of its step (as in fairseq); finished hypotheses compete for `beam`
+slots by score. With `stop_early`, an item stops once its `n_best`-th finished score beats the
+best score any live beam could still reach (its log-probability can only fall, and for
+alpha >= 0 its penalty is at most `lp(max length)`), so early stopping never changes the
+returned hypotheses.
+
+Beam size 1 with alpha = 0 is greedy decoding: EOS finishes a hypothesis only as the argmax,
+and the live beam (the runner-up) cannot beat it afterwards. With alpha > 0 a longer
+hypothesis may still win after the argmax was EOS (its penalty is larger), and the search
+goes on to find it.
+
+Two modes: a growing cache and growing ids (`padded_decode=False`, `tf.while_loop` with `None`
+shape invariants), and fixed-size buffers (`padded_decode=True`: static shapes, as XLA wants;
+`symbols_to_logits_fn` must then write its cache at position `step`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], "tuple[tf.Tensor, Any]"]
+NEG_INF = float("-inf")  # log-probability of dead beams and empty finished slots
+
+
+class BeamState(NamedTuple):
+    """The `tf.while_loop` state. `length` is `step + 1` (growing) or `max_decode_length + 1`
+    (padded); position 0 of the ids holds the initial id."""
+
+    step: tf.Tensor  # int32: () tokens generated so far
+    alive_ids: tf.Tensor  # int32: (batch, beam, length)
+    alive_log_probs: tf.Tensor  # float32: (batch, beam); -inf for dead beams
+    alive_cache: Any  # nest of (batch * beam, ...) tensors
+    finished_ids: tf.Tensor  # int32: (batch, beam, length); pad_id after EOS
+    finished_scores: tf.Tensor  # float32: (batch, beam) log P / lp(len), descending; -inf = empty
+
+
+def length_penalty(length, alpha: float) -> tf.Tensor:
+    """GNMT length penalty `((5 + length) / 6) ** alpha`, float32."""
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def tile_beams(tensor, beam_size: int) -> tf.Tensor:
+    """`(batch, ...)` -> `(batch * beam_size, ...)`, each row repeated beam_size times."""
+    return tf.repeat(tensor, beam_size, axis=0)  # -> (batch * beam, ...)
+
+
+def _flatten_beams(tensor) -> tf.Tensor:
+    shape = tf.shape(tensor)
+    return tf.reshape(tensor, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))
+
+
+def _growing_shape(tensor) -> tf.TensorShape:
+    """Shape invariant of a growing loop variable: every dimension free but the last."""
+    shape = tensor.shape
+    return tf.TensorShape([None] * (shape.rank - 1) + [shape[-1]])
+
+
+def _write_token(ids, tokens, position, padded: bool, pad_id: int):
+    """Put `tokens (batch, k)` at `position` of `ids (batch, k, length)`."""
+    if not padded:
+        return tf.concat([ids, tokens[:, :, None]], axis=2)  # -> (batch, k, length + 1)
+    at = tf.equal(tf.range(tf.shape(ids)[2]), position)  # (length,)
+    return tf.where(at[None, None, :], tokens[:, :, None], ids)  # (batch, k, length)
+
+
+class _Search:
+    """One beam search; `step_fn` is the `tf.while_loop` body."""
+
+    def __init__(self, fn, vocab_size, beam_size, alpha, limits, max_len, eos_id, pad_id,
+                 padded, stop_early, n_best):  # fmt: skip
+        self.fn, self.vocab_size, self.beam_size, self.alpha = fn, vocab_size, beam_size, alpha
+        self.limits, self.max_len = limits, max_len  # int32: (batch,), ()
+        self.eos_id, self.pad_id, self.padded = eos_id, pad_id, padded
+        self.stop_early, self.n_best = stop_early, n_best
+
+    def extend(self, state: BeamState):
+        """Score every extension and keep the 2 * beam best: their log-probabilities, ids,
+        source beams and new tokens, all `(batch, 2 * beam, ...)`, and the new cache."""
+        batch = tf.shape(state.alive_ids)[0]
+        flat_ids = _flatten_beams(state.alive_ids)  # -> (batch * beam, length)
+        logits, new_cache = self.fn(flat_ids, state.step, state.alive_cache)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))  # (batch * beam, vocab)
+        log_probs = tf.reshape(log_probs, [batch, self.beam_size, self.vocab_size])
+        candidates = state.alive_log_probs[:, :, None] + log_probs  # (batch, beam, vocab)
+        candidates = tf.reshape(candidates, [batch, self.beam_size * self.vocab_size])
+        topk_log_probs, topk_index = tf.math.top_k(candidates, k=2 * self.beam_size)
+        topk_beam = topk_index // self.vocab_size  # int32: (batch, 2 * beam)
+        topk_tokens = topk_index % self.vocab_size  # int32: (batch, 2 * beam)
+        topk_ids = tf.gather(state.alive_ids, topk_beam, batch_dims=1)  # (b, 2beam, length)
+        topk_ids = _write_token(topk_ids, topk_tokens, state.step + 1, self.padded, self.pad_id)
+        return topk_log_probs, topk_ids, topk_beam, topk_tokens, new_cache
+
+    def step_fn(self, state: BeamState) -> BeamState:
+        topk_log_probs, topk_ids, topk_beam, topk_tokens, new_cache = self.extend(state)
+        length = state.step + 1  # generated tokens of every candidate, EOS included
+        limits = self.limits[:, None]  # (batch, 1)
+        ends = tf.equal(topk_tokens, self.eos_id) | (length >= limits)  # (batch, 2 * beam)
+        # Alive: the `beam` best candidates that did not end.
+        alive_scores = tf.where(ends, NEG_INF, topk_log_probs)
+        alive_log_probs, alive_pos = tf.math.top_k(alive_scores, k=self.beam_size)
+        alive_ids = tf.gather(topk_ids, alive_pos, batch_dims=1)  # (batch, beam, length)
+        source_beam = tf.gather(topk_beam, alive_pos, batch_dims=1)  # (batch, beam)
+        batch = tf.shape(source_beam)[0]
+        rows = tf.reshape(source_beam + tf.range(batch)[:, None] * self.beam_size, [-1])
+        alive_cache = tf.nest.map_structure(
+            lambda t: tf.gather(t, rows, axis=0), new_cache
+        )  # each: (batch * beam, ...) reordered
+        # Finished: the candidates that ended (within their limit) among the `beam` best
+        # (fairseq: an EOS outside them finishes nothing) are merged into the slots.
+        in_beam = tf.range(2 * self.beam_size) < self.beam_size  # (2 * beam,)
+        finishes = ends & in_beam & (length <= limits) & (topk_log_probs > NEG_INF)
+        new_scores = tf.where(finishes, topk_log_probs / length_penalty(length, self.alpha),
+                              NEG_INF)  # fmt: skip
+        old_ids = state.finished_ids
+        if not self.padded:  # -> (batch, beam, length + 1)
+            old_ids = tf.pad(old_ids, [[0, 0], [0, 0], [0, 1]], constant_values=self.pad_id)
+        all_scores = tf.concat([state.finished_scores, new_scores], 1)  # (batch, 3 * beam)
+        all_ids = tf.concat([old_ids, topk_ids], 1)  # (batch, 3 * beam, length)
+        finished_scores, pos = tf.math.top_k(all_scores, k=self.beam_size)  # old ones win ties
+        return BeamState(
+            step=length,
+            alive_ids=alive_ids,
+            alive_log_probs=alive_log_probs,
+            alive_cache=alive_cache,
+            finished_ids=tf.gather(all_ids, pos, batch_dims=1),
+            finished_scores=finished_scores,
+        )
+
+    def keep_going(self, state: BeamState) -> tf.Tensor:
+        """False once every item reached its limit or (with stop_early) cannot improve."""
+        done = state.step >= self.limits  # (batch,)
+        if self.stop_early:
+            if self.alpha >= 0:
+                best_penalty = length_penalty(self.limits, self.alpha)  # largest lp ahead
+            else:
+                best_penalty = length_penalty(state.step + 1, self.alpha)
+            best_alive = state.alive_log_probs[:, 0] / best_penalty  # (batch,)
+            worst_kept = state.finished_scores[:, self.n_best - 1]  # (batch,)
+            done = done | (worst_kept > best_alive)
+        return (state.step < self.max_len) & tf.logical_not(tf.reduce_all(done))
+
+
+def _initial_state(initial_ids, initial_cache, beam_size, max_len, padded, pad_id) -> BeamState:
+    batch = tf.shape(initial_ids)[0]
+    ids = tf.tile(tf.cast(initial_ids, tf.int32)[:, None, None], [1, beam_size, 1])  # (b, k, 1)
+    if padded:  # -> (batch, beam, max_len + 1)
+        ids = tf.pad(ids, [[0, 0], [0, 0], [0, max_len]], constant_values=pad_id)
+    first = tf.one_hot(0, beam_size, on_value=0.0, off_value=NEG_INF)  # only beam 0 is live
+    return BeamState(
+        step=tf.constant(0, tf.int32),
+        alive_ids=ids,
+        alive_log_probs=tf.tile(first[None, :], [batch, 1]),
+        alive_cache=tf.nest.map_structure(lambda t: tile_beams(t, beam_size), initial_cache),
+        finished_ids=tf.fill(tf.shape(ids), tf.constant(pad_id, tf.int32)),
+        finished_scores=tf.fill([batch, beam_size], NEG_INF),
+    )
+
+
+def _shape_invariants(state: BeamState, padded: bool) -> BeamState:
+    if padded:
+        return tf.nest.map_structure(lambda t: t.shape, state)
+    ids_shape = tf.TensorShape([state.alive_ids.shape[0], state.alive_ids.shape[1], None])
+    return BeamState(
+        step=tf.TensorShape([]),
+        alive_ids=ids_shape,
+        alive_log_probs=state.alive_log_probs.shape,
+        alive_cache=tf.nest.map_structure(_growing_shape, state.alive_cache),
+        finished_ids=ids_shape,
+        finished_scores=state.finished_scores.shape,
+    )
+
+
+def _check_args(vocab_size, beam_size, n_best, alpha) -> None:
+    for name, value in (("vocab_size", vocab_size), ("beam_size", beam_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be at least 2. Received: vocab_size={vocab_size}")
+    if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_size:
+        raise ValueError(
+            f"n_best must be an int in [1, beam_size={beam_size}]. Received: n_best={n_best!r}"
+        )
+    if not isinstance(alpha, (int, float)):
+        raise TypeError(f"alpha must be a Python number. Received: alpha={alpha!r}")
+
+
+def beam_search(
+    symbols_to_logits_fn: SymbolsToLogitsFn,
+    initial_ids,
+    initial_cache,
+    vocab_size: int,
+    beam_size: int,
+    alpha: float,
+    max_decode_length,
+    eos_id: int,
+    padded_decode: bool = False,
+    max_lengths=None,
+    n_best: int = 1,
+    stop_early: bool = True,
+    pad_id: int = 0,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Batched beam search; see the module docstring for the protocol and the scores.
+
+    Runs eagerly, inside `tf.function`, and (with `padded_decode=True`) under
+    `jit_compile=True`. Only stock TensorFlow ops: exportable to a SavedModel for TF Serving.
+
+    Args:
+        symbols_to_logits_fn: `(ids, step, cache) -> (logits, new_cache)` as described above.
+        initial_ids: int `(batch,)`, the first token of every hypothesis (BOS).
+        initial_cache: nest of per-item `(batch, ...)` tensors (or an empty structure); tiled
+            here to `(batch * beam, ...)` and reordered with the beams.
+        vocab_size: number of logits per step.
+        beam_size: hypotheses kept per item.
+        alpha: length penalty exponent (paper: 0.6; 0 ranks by plain log-probability).
+        max_decode_length: int or scalar int tensor, the most tokens a hypothesis may generate
+            (EOS included). With `padded_decode` it is the size of the id buffers and must be
+            static under XLA (a Python int, or computed from static shapes).
+        eos_id: the end-of-sequence id.
+        padded_decode: fixed-size buffers (static shapes, for XLA) instead of growing ones.
+        max_lengths: optional int `(batch,)`, per-item limits `<= max_decode_length`; a
+            hypothesis reaching its item's limit without EOS is finished there.
+        n_best: hypotheses returned per item, best first; early stopping waits until all of
+            them are settled.
+        stop_early: stop an item once no live beam can beat its `n_best`-th finished one.
+        pad_id: fills the ids after EOS.
+
+    Returns:
+        `(ids, scores)`: int32 `(batch, n_best, length + 1)` with the initial id at position 0
+        and `pad_id` after EOS, where `length` is the number of steps run (growing mode) or
+        `max_decode_length` (padded); float32 `(batch, n_best)` scores `log P / lp(len)`,
+        descending. A slot with no hypothesis (only possible with a tiny vocabulary) scores
+        -inf.
+    """
+    _check_args(vocab_size, beam_size, n_best, alpha)
+    initial_ids = tf.convert_to_tensor(initial_ids)
+    max_len = tf.cast(max_decode_length, tf.int32)
+    limits = tf.fill(tf.shape(initial_ids)[:1], max_len)  # (batch,)
+    if max_lengths is not None:
+        limits = tf.minimum(tf.cast(max_lengths, tf.int32), max_len)
+    search = _Search(symbols_to_logits_fn, vocab_size, beam_size, alpha, limits, max_len,
+                     eos_id, pad_id, padded_decode, stop_early, n_best)  # fmt: skip
+    state = _initial_state(initial_ids, initial_cache, beam_size, max_len, padded_decode, pad_id)
+    final = tf.while_loop(
+        search.keep_going,
+        lambda s: (search.step_fn(s),),
+        (state,),
+        shape_invariants=(_shape_invariants(state, padded_decode),),
+        maximum_iterations=max_len,
+    )[0]
+    return final.finished_ids[:, :n_best], final.finished_scores[:, :n_best]

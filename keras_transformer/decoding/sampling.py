@@ -1,0 +1,168 @@
+"""Greedy decoding and top-k / top-p (nucleus) sampling through the same
+`symbols_to_logits_fn(ids, step, cache) -> (logits, new_cache)` as `beam_search` (with
+`beam_size` 1 the rows are simply the batch items).
+
+    ids, log_probs = sample(fn, bos_ids, cache, max_decode_length=60, eos_id=3)          # greedy
+    ids, log_probs = sample(fn, bos_ids, cache, 60, 3, method="top_p", top_p=0.9, seed=(1, 2))
+
+Sampling uses stateless random ops: the same `seed` gives the same samples, and the loop stays
+free of Python side effects (and runs under XLA with `padded_decode=True`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+from keras_transformer.decoding.beam_search import (
+    NEG_INF,
+    SymbolsToLogitsFn,
+    _growing_shape,
+    _write_token,
+)
+
+METHODS = ("greedy", "top_k", "top_p")
+
+
+class SampleState(NamedTuple):
+    """`length` is `step + 1` (growing) or `max_decode_length + 1` (padded)."""
+
+    step: tf.Tensor  # int32: () tokens generated so far
+    ids: tf.Tensor  # int32: (batch, length); pad_id after EOS
+    log_probs: tf.Tensor  # float32: (batch,) sum of the model's log-softmax of chosen tokens
+    finished: tf.Tensor  # bool: (batch,) EOS emitted
+    cache: Any  # nest of (batch, ...) tensors
+
+
+def top_k_filter(logits, k: int) -> tf.Tensor:
+    """Logits `(batch, vocab)` with everything below the k-th largest set to -inf.
+
+    Tokens tied with the k-th largest value are all kept."""
+    kth = tf.math.top_k(logits, k=k).values[:, -1:]  # (batch, 1)
+    return tf.where(logits < kth, NEG_INF, logits)
+
+
+def top_p_filter(logits, p: float) -> tf.Tensor:
+    """Keep the nucleus: the fewest most-probable tokens whose probability sums to >= p.
+
+    Logits `(batch, vocab)`; tokens outside the nucleus get -inf (ties with its least likely
+    member are kept). The most likely token is always kept."""
+    sorted_logits = tf.sort(logits, direction="DESCENDING", axis=-1)  # (batch, vocab)
+    probs = tf.nn.softmax(sorted_logits)
+    mass_before = tf.cumsum(probs, axis=-1, exclusive=True)  # (batch, vocab)
+    in_nucleus = mass_before < p  # a token joins while the mass before it is below p
+    n_keep = tf.maximum(tf.reduce_sum(tf.cast(in_nucleus, tf.int32), axis=-1), 1)  # (batch,)
+    threshold = tf.gather(sorted_logits, n_keep - 1, batch_dims=1)[:, None]  # (batch, 1)
+    return tf.where(logits < threshold, NEG_INF, logits)
+
+
+def _check_args(method, top_k, top_p, temperature) -> None:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
+    if method == "top_k" and (not isinstance(top_k, int) or top_k <= 0):
+        raise ValueError(f"top_k must be a positive int. Received: top_k={top_k!r}")
+    if method == "top_p" and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1]. Received: top_p={top_p!r}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0. Received: temperature={temperature!r}")
+
+
+class _Sampler:
+    def __init__(self, fn, method, top_k, top_p, temperature, seed, limits, eos_id, pad_id,
+                 padded):  # fmt: skip
+        self.fn, self.method, self.top_k, self.top_p = fn, method, top_k, top_p
+        self.temperature, self.seed, self.limits = temperature, seed, limits
+        self.eos_id, self.pad_id, self.padded = eos_id, pad_id, padded
+
+    def choose(self, logits, step) -> tf.Tensor:
+        """Next tokens `(batch,)` from float32 logits `(batch, vocab)`."""
+        if self.method == "greedy":
+            return tf.argmax(logits, axis=-1, output_type=tf.int32)
+        scaled = logits / self.temperature
+        if self.method == "top_k":
+            scaled = top_k_filter(scaled, self.top_k)
+        else:
+            scaled = top_p_filter(scaled, self.top_p)
+        seed = tf.random.experimental.stateless_fold_in(self.seed, step)
+        drawn = tf.random.stateless_categorical(scaled, 1, seed=seed, dtype=tf.int32)
+        return drawn[:, 0]  # (batch, 1) -> (batch,)
+
+    def step_fn(self, state: SampleState) -> SampleState:
+        logits, cache = self.fn(state.ids, state.step, state.cache)
+        logits = tf.cast(logits, tf.float32)  # (batch, vocab)
+        tokens = self.choose(logits, state.step)  # (batch,)
+        chosen = tf.gather(tf.nn.log_softmax(logits), tokens, batch_dims=1)  # (batch,)
+        log_probs = state.log_probs + tf.where(state.finished, 0.0, chosen)
+        tokens = tf.where(state.finished, self.pad_id, tokens)  # finished rows: padding
+        ids = _write_token(state.ids[:, None], tokens[:, None], state.step + 1, self.padded,
+                           self.pad_id)[:, 0]  # fmt: skip  # (batch, length)
+        length = state.step + 1
+        finished = state.finished | tf.equal(tokens, self.eos_id) | (length >= self.limits)
+        return SampleState(length, ids, log_probs, finished, cache)
+
+    def keep_going(self, state: SampleState) -> tf.Tensor:
+        return tf.logical_not(tf.reduce_all(state.finished))
+
+
+def sample(
+    symbols_to_logits_fn: SymbolsToLogitsFn,
+    initial_ids,
+    initial_cache,
+    max_decode_length,
+    eos_id: int,
+    method: str = "greedy",
+    top_k: int = 0,
+    top_p: float = 1.0,
+    temperature: float = 1.0,
+    seed=(0, 0),
+    padded_decode: bool = False,
+    max_lengths=None,
+    pad_id: int = 0,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Greedy decoding (argmax chain) or top-k / top-p sampling.
+
+    Args:
+        symbols_to_logits_fn, initial_ids, max_decode_length, eos_id, padded_decode,
+            max_lengths, pad_id: as in `beam_search` (rows are batch items).
+        initial_cache: nest of `(batch, ...)` tensors, used as is.
+        method: "greedy", "top_k" or "top_p".
+        top_k: with "top_k", sample among the k most likely tokens.
+        top_p: with "top_p", sample in the nucleus of probability mass p.
+        temperature: divides the logits before filtering (sampling only).
+        seed: int pair or int32 `(2,)` tensor for the stateless random ops.
+
+    Returns:
+        `(ids, log_probs)`: int32 `(batch, length + 1)`, the initial id first and `pad_id`
+        after EOS; float32 `(batch,)`, the model's log-probability of the generated tokens
+        (EOS included, untempered logits).
+    """
+    _check_args(method, top_k, top_p, temperature)
+    initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
+    max_len = tf.cast(max_decode_length, tf.int32)
+    batch = tf.shape(initial_ids)[0]
+    limits = tf.fill([batch], max_len)  # (batch,)
+    if max_lengths is not None:
+        limits = tf.minimum(tf.cast(max_lengths, tf.int32), max_len)
+    ids = initial_ids[:, None]  # (batch, 1)
+    if padded_decode:  # -> (batch, max_len + 1)
+        ids = tf.pad(ids, [[0, 0], [0, max_len]], constant_values=pad_id)
+    state = SampleState(
+        tf.constant(0, tf.int32), ids, tf.zeros([batch]), limits <= 0, initial_cache
+    )
+    invariants = tf.nest.map_structure(lambda t: t.shape, state)
+    if not padded_decode:
+        invariants = invariants._replace(
+            ids=tf.TensorShape([ids.shape[0], None]),
+            cache=tf.nest.map_structure(_growing_shape, initial_cache),
+        )
+    sampler = _Sampler(symbols_to_logits_fn, method, top_k, top_p, temperature,
+                       tf.cast(seed, tf.int32), limits, eos_id, pad_id, padded_decode)  # fmt: skip
+    final = tf.while_loop(
+        sampler.keep_going,
+        lambda s: (sampler.step_fn(s),),
+        (state,),
+        shape_invariants=(invariants,),
+        maximum_iterations=max_len,
+    )[0]
+    return final.ids, final.log_probs

@@ -1,0 +1,299 @@
+"""Translation with beam search: ids in, ids out (`translate_ids`), and strings in, strings out
+(`Translator`), with the paper's settings by default (beam 4, alpha 0.6, at most
+source length + 50 output tokens).
+
+    ids, scores = translate_ids(model, source_ids)                 # (batch, len), (batch,)
+    translator = Translator(model, tokenizer, config)
+    translator(["Hello world."])                                    # -> ["Hallo Welt."]
+    translator.translate_tensors(tf.constant(["Hello world."]))     # pure TF, for export
+
+Lengths. The source length counts its subword tokens with EOS. A source longer than the
+model's `max_length` is cut to `max_length - 1` tokens plus EOS; eager calls log one warning
+(logger "keras_transformer"), traced calls (an export) truncate silently. An empty source is
+just [EOS]. Output lengths count generated tokens with EOS: each source may produce at most
+`min(source length + max_extra_length, max_length)` tokens (the decoder's positions stop at
+the model's `max_length`); one that reaches it without EOS is finished there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.config import TransformerConfig
+from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.incremental import incremental_decoder
+from keras_transformer.model import encode
+
+logger = logging.getLogger("keras_transformer")
+
+
+class SearchOptions(NamedTuple):
+    """Settings of one search (Python values, fixed when a function is traced)."""
+
+    beam_size: int = 4
+    alpha: float = 0.6
+    max_extra_length: int = 50
+    n_best: int = 1
+    padded_decode: bool = False
+    stop_early: bool = True
+
+
+def _model_config(model: keras.Model, config: TransformerConfig | None) -> TransformerConfig:
+    config = config if config is not None else getattr(model, "transformer_config", None)
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(
+            "Pass config=TransformerConfig (the model has no transformer_config). "
+            f"Received: config={config!r}"
+        )
+    return config
+
+
+def prepare_source(source_ids, config: TransformerConfig) -> tuple[tf.Tensor, tf.Tensor]:
+    """Right-padded source ids `(batch, src_len)` (dense or ragged) -> `(ids, lengths)`.
+
+    Rows longer than `config.max_length` keep `max_length - 1` tokens and end with EOS; an
+    empty row becomes [EOS]. Returns int32 `(batch, min(src_len, max_length))` (at least one
+    column) and the int32 lengths `(batch,)`, EOS included."""
+    if isinstance(source_ids, tf.RaggedTensor):
+        source_ids = source_ids.to_tensor(default_value=config.pad_id)
+    ids = tf.cast(tf.convert_to_tensor(source_ids), tf.int32)
+    if ids.shape.rank != 2:
+        raise ValueError(f"source_ids must be (batch, src_len). Received shape {ids.shape}")
+    ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - tf.shape(ids)[1], 0)]],
+                 constant_values=config.pad_id)  # fmt: skip  # at least one column
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, config.pad_id), tf.int32), axis=1)
+    ids = ids[:, : config.max_length]
+    columns = tf.range(tf.shape(ids)[1])[None, :]  # (1, src_len)
+    cut = (lengths > config.max_length)[:, None] & tf.equal(columns, config.max_length - 1)
+    empty = tf.equal(lengths, 0)[:, None] & tf.equal(columns, 0)
+    ids = tf.where(cut | empty, config.eos_id, ids)
+    return ids, tf.clip_by_value(lengths, 1, config.max_length)
+
+
+def search_ids(
+    model: keras.Model, source_ids, config: TransformerConfig, options: SearchOptions
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The numeric core of `translate_ids`, TF ops only (XLA-compatible with padded_decode).
+
+    Returns int32 `(batch, n_best, max_len)` ids without BOS, `pad_id` after EOS, and float32
+    `(batch, n_best)` scores."""
+    source, lengths = prepare_source(source_ids, config)
+    memory, memory_mask = encode(model, source, config.pad_id)  # once per batch
+    limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
+    # Static under XLA: computed from the (padded) source width, not from its values.
+    max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
+    fn, cache = incremental_decoder(
+        model, memory, memory_mask, options.beam_size,
+        max_decode_length=max_len if options.padded_decode else None,
+    )  # fmt: skip
+    ids, scores = beam_search(
+        fn,
+        tf.fill(tf.shape(source)[:1], config.bos_id),
+        cache,
+        vocab_size=config.vocab_size,
+        beam_size=options.beam_size,
+        alpha=options.alpha,
+        max_decode_length=max_len,
+        eos_id=config.eos_id,
+        padded_decode=options.padded_decode,
+        max_lengths=limits,
+        n_best=options.n_best,
+        stop_early=options.stop_early,
+        pad_id=config.pad_id,
+    )
+    return ids[:, :, 1:], scores  # drop BOS -> (batch, n_best, max_len)
+
+
+def warn_if_truncated(lengths, max_length: int) -> bool:
+    """Eagerly, log one warning if some source lengths `(batch,)` (EOS included) exceed
+    `max_length`; returns whether it did (never when traced: an export truncates silently)."""
+    if not tf.executing_eagerly():
+        return False
+    count = int(np.sum(np.asarray(lengths) > max_length))
+    if count:
+        logger.warning(
+            "%d source(s) longer than the model's max_length=%d tokens were truncated to "
+            "max_length.", count, max_length,
+        )  # fmt: skip
+    return bool(count)
+
+
+def translate_ids(
+    model: keras.Model,
+    source_ids,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_extra_length: int = 50,
+    n_best: int | None = None,
+    config: TransformerConfig | None = None,
+    padded_decode: bool = False,
+    stop_early: bool = True,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Beam-search translations of right-padded source ids (see the module docstring for
+    lengths, truncation and empty sources).
+
+    Args:
+        model: from `build_transformer`.
+        source_ids: int `(batch, src_len)`, `config.pad_id` after each source's EOS, or ragged.
+        beam_size, alpha: beam width and length penalty exponent.
+        max_extra_length: a source of n tokens gets at most n + max_extra_length output tokens.
+        n_best: None for the best hypothesis per source; k for the k best, best first.
+        config: the model's `TransformerConfig` (special ids, max_length); default
+            `model.transformer_config`.
+        padded_decode: fixed-size buffers (for XLA) instead of a growing cache.
+        stop_early: stop once no live beam can beat the kept finished hypotheses.
+
+    Returns:
+        `(ids, scores)`: int32 `(batch, len)` and float32 `(batch,)`, or with `n_best`
+        `(batch, n_best, len)` and `(batch, n_best)`. Ids exclude BOS, end with EOS (unless cut
+        by the length limit) and are padded with `pad_id`; trailing all-pad columns are
+        dropped. Scores are log P(y | x) / ((5 + |y|) / 6) ** alpha, |y| counting EOS.
+    """
+    config = _model_config(model, config)
+    options = SearchOptions(beam_size, alpha, max_extra_length, n_best or 1, padded_decode,
+                            stop_early)  # fmt: skip
+    if tf.executing_eagerly():
+        dense = source_ids
+        if isinstance(dense, tf.RaggedTensor):
+            dense = dense.to_tensor(default_value=config.pad_id)
+        warn_if_truncated(np.sum(np.asarray(dense) != config.pad_id, axis=-1), config.max_length)
+    ids, scores = search_ids(model, source_ids, config, options)
+    used = tf.reduce_any(tf.not_equal(ids, config.pad_id), axis=[0, 1])  # (len,)
+    width = tf.reduce_max(tf.concat([tf.where(used)[:, 0] + 1, [0]], 0))
+    ids = ids[:, :, :width]
+    if n_best is None:
+        return ids[:, 0], scores[:, 0]
+    return ids, scores
+
+
+class Translator(tf.Module):
+    """Strings in, strings out: in-graph SentencePiece + cached beam search + detokenization.
+
+    Args:
+        model: from `build_transformer`.
+        tokenizer: the model's `SubwordTokenizer`.
+        config: the model's `TransformerConfig` (default `model.transformer_config`).
+        beam_size, alpha, max_extra_length: as in `translate_ids`.
+        padded_decode: fixed-size decoding buffers (static shapes).
+        jit_compile: XLA-compile the numeric search (needs `padded_decode`; compiles once per
+            batch size and source width). Tokenization always runs outside it.
+
+    Example:
+    >>> translator = Translator(model, tokenizer, config)
+    >>> translator(["Hello world."])                       # ["Hallo Welt."]
+    >>> texts, scores = translator.translate(lines, batch_size=64)
+    >>> translator.translate_tensors(tf.constant(["Hi"]))  # {"translations", "scores"}
+    """
+
+    def __init__(
+        self,
+        model: keras.Model,
+        tokenizer,
+        config: TransformerConfig | None = None,
+        beam_size: int = 4,
+        alpha: float = 0.6,
+        max_extra_length: int = 50,
+        padded_decode: bool = False,
+        jit_compile: bool = False,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        if jit_compile and not padded_decode:
+            raise ValueError("jit_compile=True needs padded_decode=True (static shapes).")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = _model_config(model, config)
+        self.options = SearchOptions(beam_size, alpha, max_extra_length, 1, padded_decode)
+        self.jit_compile = jit_compile
+        self._searches = {}  # "n_best_<k>" -> tf.function over int32 (batch, src_len)
+        self._warned = False
+
+    def search_function(self, n_best: int = 1):
+        """The `tf.function` (XLA if `jit_compile`) mapping int32 source ids `(batch,
+        src_len)` to `(ids (batch, n_best, len), scores (batch, n_best))`."""
+        key = f"n_best_{n_best}"  # string keys: a tracked dict must be saveable
+        if key not in self._searches:
+            options = self.options._replace(n_best=n_best)
+            self._searches[key] = tf.function(
+                lambda source: search_ids(self.model, source, self.config, options),
+                input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
+                jit_compile=self.jit_compile,
+            )
+        return self._searches[key]
+
+    def _source_ids(self, text) -> tf.Tensor:
+        text = tf.convert_to_tensor(text, tf.string)
+        if tf.executing_eagerly() and not self._warned:
+            lengths = self.tokenizer.tokenize(text).row_lengths() + 1  # with EOS
+            self._warned = warn_if_truncated(lengths, self.config.max_length)
+        source = self.tokenizer.encode_source(text, self.config.max_length)
+        return source.to_tensor(default_value=self.config.pad_id)  # (batch, src_len)
+
+    def translate_tensors(self, text) -> dict:
+        """String `(batch,)` -> `{"translations": string (batch,), "scores": float32 (batch,)}`.
+
+        TF ops only: traceable in a `tf.function` with an input signature (for export)."""
+        out = self.translate_tensors_n_best(text, n_best=1)
+        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
+
+    def translate_tensors_n_best(self, text, n_best: int | None = None) -> dict:
+        """String `(batch,)` -> the `n_best` (default beam_size) best translations, best first:
+        `{"translations": string (batch, n_best), "scores": float32 (batch, n_best)}`."""
+        n_best = self.options.beam_size if n_best is None else n_best
+        ids, scores = self.search_function(n_best)(self._source_ids(text))
+        shape = tf.shape(ids)  # (batch, n_best, len)
+        flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # -> (batch * n_best, len)
+        texts = tf.reshape(self.tokenizer.detokenize(flat), shape[:2])  # -> (batch, n_best)
+        return {"translations": texts, "scores": scores}
+
+    def __call__(
+        self, texts: Sequence[str] | str, n_best: int | None = None, return_scores: bool = False
+    ):
+        """Translate one batch of strings.
+
+        Returns a list of strings (with `n_best`: a list of `n_best` strings per text, best
+        first), and with `return_scores` also the matching scores."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not texts:
+            return ([], []) if return_scores else []
+        out = self.translate_tensors_n_best(tf.constant(texts), n_best=n_best or 1)
+        translations = [[t.decode("utf-8") for t in row] for row in out["translations"].numpy()]
+        scores = out["scores"].numpy().tolist()
+        if n_best is None:
+            translations, scores = [row[0] for row in translations], [row[0] for row in scores]
+        return (translations, scores) if return_scores else translations
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 64,
+        n_best: int | None = None,
+        progress: bool = False,
+    ) -> tuple[list, list]:
+        """Translate many strings in batches of similar length (sorted by subword length,
+        results put back in input order): `(translations, scores)` as `__call__` returns."""
+        if not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int. Received: {batch_size!r}")
+        texts = list(texts)
+        if not texts:
+            return [], []
+        lengths = self.tokenizer.tokenize(tf.constant(texts)).row_lengths().numpy()
+        order = np.argsort(lengths, kind="stable")  # batch similar lengths together
+        translations, scores = [None] * len(texts), [None] * len(texts)
+        starts = range(0, len(texts), batch_size)
+        if progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc="translating", unit="batch")
+        for start in starts:
+            index = order[start : start + batch_size]
+            batch = self([texts[i] for i in index], n_best=n_best, return_scores=True)
+            for i, text, score in zip(index, *batch):
+                translations[i], scores[i] = text, score
+        return translations, scores

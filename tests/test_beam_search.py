@@ -1,0 +1,238 @@
+"""Beam search on hand-written probability tables, against exhaustive search in NumPy."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.decoding import beam_search, length_penalty, sample
+
+BOS = 0
+PAD = -1  # token 0 is a real token of the tables
+
+
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+class Table:
+    """Random next-token logits that depend on the item, the step, the last token and the sum
+    of all tokens so far. The step function reads the prefix from a cache it maintains itself
+    (a history of tokens), so misordered cache rows change the logits."""
+
+    def __init__(self, seed, batch, vocab, max_len):
+        rng = np.random.default_rng(seed)
+        self.vocab, self.max_len = vocab, max_len
+        self.by_last = 2.0 * rng.standard_normal((batch, vocab, max_len, vocab)).astype("f4")
+        self.by_sum = 2.0 * rng.standard_normal((batch, 3, vocab)).astype("f4")
+
+    def log_probs(self, item, prefix):
+        """NumPy reference: log P(. | prefix), prefix starting with BOS."""
+        step = len(prefix) - 1
+        logits = self.by_last[item, prefix[-1], step] + self.by_sum[item, sum(prefix) % 3]
+        return _log_softmax(logits.astype("f8"))
+
+    def initial_cache(self, batch, padded):
+        length = self.max_len if padded else 0
+        return {
+            "history": tf.zeros([batch, length, 1], tf.int32),  # (batch, len, 1)
+            "item": tf.range(batch),  # (batch,)
+        }
+
+    def fn(self, padded):
+        by_last, by_sum = tf.constant(self.by_last), tf.constant(self.by_sum)
+
+        def symbols_to_logits_fn(ids, step, cache):
+            token = tf.gather(ids, tf.reshape(step, [1]), axis=1)  # (rows, 1)
+            token = tf.maximum(token, 0)  # finished rows of `sample` feed PAD = -1
+            history = cache["history"]
+            if padded:
+                at = tf.equal(tf.range(self.max_len), step)[None, :, None]
+                history = tf.where(at, token[:, :, None], history)
+            else:
+                history = tf.concat([history, token[:, :, None]], axis=1)
+            total = tf.reduce_sum(history[:, :, 0], axis=1)  # sum of the prefix, BOS included
+            item = cache["item"]
+            steps = tf.fill(tf.shape(item), step)
+            logits = tf.gather_nd(by_last, tf.stack([item, token[:, 0], steps], -1))
+            logits += tf.gather_nd(by_sum, tf.stack([item, total % 3], -1))
+            return logits, {"history": history, "item": item}
+
+        return symbols_to_logits_fn
+
+
+def exhaustive(table, item, limit, alpha, eos):
+    """All hypotheses (ending in EOS, or cut at `limit`), best first: [(score, tokens)]."""
+    results = []
+
+    def extend(prefix, log_prob):
+        log_probs = table.log_probs(item, prefix)
+        length = len(prefix)  # generated tokens after this one
+        for token in range(table.vocab):
+            total = log_prob + log_probs[token]
+            if token == eos or length == limit:
+                score = total / ((5.0 + length) / 6.0) ** alpha
+                results.append((score, prefix[1:] + [token]))
+            else:
+                extend(prefix + [token], total)
+
+    extend([BOS], 0.0)
+    return sorted(results, key=lambda r: -r[0])
+
+
+def run_search(table, batch, beam, alpha, eos, limits, n_best, mode, stop_early=True):
+    padded = mode in ("padded", "xla")
+
+    def search():
+        return beam_search(
+            table.fn(padded), tf.fill([batch], BOS), table.initial_cache(batch, padded),
+            vocab_size=table.vocab, beam_size=beam, alpha=alpha,
+            max_decode_length=table.max_len, eos_id=eos, padded_decode=padded,
+            max_lengths=tf.constant(limits), n_best=n_best, stop_early=stop_early, pad_id=PAD,
+        )  # fmt: skip
+
+    if mode == "eager":
+        ids, scores = search()
+    else:
+        ids, scores = tf.function(search, jit_compile=mode == "xla")()
+    return ids.numpy(), scores.numpy()
+
+
+def strip(row, eos):
+    """Generated tokens of a returned row: BOS dropped, up to and with EOS, no padding."""
+    tokens = [int(t) for t in row[1:]]
+    tokens = tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
+    while tokens and tokens[-1] == PAD:  # cut at the length limit
+        tokens.pop()
+    assert all(t != PAD for t in tokens) and all(t == PAD for t in row[len(tokens) + 1 :])
+    return tokens
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "padded", "xla"])
+@pytest.mark.parametrize("vocab,max_len,alpha", [(4, 3, 0.6), (3, 4, 1.5), (4, 3, 0.0)])
+def test_matches_exhaustive_search(mode, vocab, max_len, alpha):
+    # A beam as wide as every extension of every prefix prunes nothing: the search must
+    # return exactly the exhaustive ranking, ids and scores.
+    eos, batch, n_best = vocab - 1, 2, 10
+    beam = (vocab - 1) ** (max_len - 1) * vocab
+    limits = [max_len, max_len - 1]  # per-item limits
+    table = Table(seed=vocab * 10 + max_len, batch=batch, vocab=vocab, max_len=max_len)
+    ids, scores = run_search(table, batch, beam, alpha, eos, limits, n_best, mode)
+    assert ids.shape[:2] == scores.shape == (batch, n_best)
+    for item in range(batch):
+        expected = exhaustive(table, item, limits[item], alpha, eos)[:n_best]
+        got = [strip(row, eos) for row in ids[item]]
+        assert got == [tokens for _, tokens in expected]
+        np.testing.assert_allclose(scores[item], [s for s, _ in expected], rtol=1e-5)
+        assert all(len(tokens) <= limits[item] for tokens in got)
+
+
+def test_small_beam_finds_what_greedy_misses():
+    # vocab: 0 = BOS / filler, 1, 2, 3 = EOS. Probabilities by the last token only:
+    # after BOS: 1 (0.55) or 2 (0.45); after 1: 0, 1, 2 (0.33 each) or EOS (0.01);
+    # after 2: EOS (0.99). Greedy takes 1 then wanders; beam 2 finds [2, EOS].
+    probs = np.full((4, 4), 1e-6)
+    probs[0] = [1e-6, 0.55, 0.45, 1e-6]
+    probs[1] = [0.33, 0.33, 0.33, 0.01]
+    probs[2] = [1e-6, 1e-6, 1e-6, 0.99]
+    probs[3] = [0.25, 0.25, 0.25, 0.25]
+    probs /= probs.sum(1, keepdims=True)
+    table = tf.constant(np.log(probs), tf.float32)
+
+    def fn(ids, step, cache):
+        return tf.gather(table, ids[:, -1]), cache
+
+    ids, scores = beam_search(fn, tf.constant([BOS]), {}, 4, 2, 0.6, 5, eos_id=3)
+    assert ids.numpy().tolist() == [[[BOS, 2, 3]]]
+    log_p = np.log(probs[BOS, 2]) + np.log(probs[2, 3])
+    np.testing.assert_allclose(scores.numpy(), [[log_p / ((5 + 2) / 6) ** 0.6]], rtol=1e-5)
+    greedy, _ = sample(fn, tf.constant([BOS]), {}, 5, eos_id=3)
+    assert greedy.numpy()[0, :2].tolist() == [BOS, 1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_beam_size_one_equals_greedy_without_length_penalty(seed):
+    vocab, max_len, batch = 6, 7, 3
+    table = Table(seed=seed, batch=batch, vocab=vocab, max_len=max_len)
+    limits = [max_len] * batch
+    ids, scores = run_search(table, batch, 1, 0.0, vocab - 1, limits, 1, "graph")
+    greedy_ids, greedy_log_probs = tf.function(
+        lambda: sample(
+            table.fn(False),
+            tf.fill([batch], BOS),
+            table.initial_cache(batch, False),
+            max_len,
+            eos_id=vocab - 1,
+            pad_id=PAD,
+        )  # fmt: skip
+    )()
+    for item in range(batch):
+        assert strip(ids[item, 0], vocab - 1) == strip(greedy_ids.numpy()[item], vocab - 1)
+    np.testing.assert_allclose(scores[:, 0], greedy_log_probs.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["graph", "padded"])
+@pytest.mark.parametrize("n_best", [1, 3])
+def test_early_stopping_changes_nothing(mode, n_best):
+    vocab, max_len, batch, beam = 8, 12, 4, 3
+    table = Table(seed=7, batch=batch, vocab=vocab, max_len=max_len)
+    table.by_last[..., vocab - 1] += 3.0  # EOS likely: most items can stop early
+    limits = [max_len, 10, 6, max_len]
+    runs = [
+        run_search(table, batch, beam, 0.6, vocab - 1, limits, n_best, mode, stop_early=stop)
+        for stop in (True, False)
+    ]
+    (early_ids, early_scores), (full_ids, full_scores) = runs
+    np.testing.assert_allclose(early_scores, full_scores, rtol=1e-6)
+    for item, k in itertools.product(range(batch), range(n_best)):
+        got = strip(early_ids[item, k], vocab - 1)
+        assert got == strip(full_ids[item, k], vocab - 1)
+    if mode == "graph":  # the growing ids show how many steps ran
+        assert early_ids.shape[2] < full_ids.shape[2] == max_len + 1
+
+
+@pytest.mark.parametrize("stop_early", [True, False])
+def test_early_stopping_waits_for_a_longer_hypothesis_the_penalty_favours(stop_early):
+    # Step 0: EOS (0.6) or 0 (0.4); steps 1-7: 0 (0.999); step 8: EOS (0.999). [EOS] scores
+    # log 0.6 = -0.51; the live beam (log 0.4) looks worse at step 1 unless its bound uses
+    # the largest penalty ahead: [0] * 8 + [EOS] scores about -0.93 / lp(9) = -0.17.
+    probs = np.full((12, 3), 0.0005)
+    probs[0] = [0.4, 1e-6, 0.6]
+    probs[1:8, 0] = 0.999
+    probs[8, 2] = 0.999
+    probs[9:] = 1.0 / 3
+    log_probs = tf.constant(np.log(probs / probs.sum(1, keepdims=True)), tf.float32)
+
+    def fn(ids, step, cache):
+        return tf.tile(log_probs[step][None], [tf.shape(ids)[0], 1]), cache
+
+    ids, scores = beam_search(fn, tf.constant([BOS]), {}, 3, 1, 2.0, 12, eos_id=2,
+                              stop_early=stop_early, pad_id=PAD)  # fmt: skip
+    assert strip(ids.numpy()[0, 0], 2) == [0] * 8 + [2]
+    assert scores.numpy()[0, 0] > np.log(0.6)
+
+
+def test_scores_are_sorted_and_lengths_penalized():
+    vocab, max_len, batch, beam = 6, 6, 2, 4
+    table = Table(seed=3, batch=batch, vocab=vocab, max_len=max_len)
+    ids, scores = run_search(table, batch, beam, 0.6, vocab - 1, [max_len] * 2, beam, "graph")
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    for item, k in itertools.product(range(batch), range(beam)):
+        tokens = strip(ids[item, k], vocab - 1)
+        prefix, log_p = [BOS], 0.0
+        for token in tokens:
+            log_p += table.log_probs(item, prefix)[token]
+            prefix.append(token)
+        np.testing.assert_allclose(
+            scores[item, k], log_p / length_penalty(len(tokens), 0.6).numpy(), rtol=1e-5
+        )
+
+
+def test_rejects_bad_arguments():
+    fn = Table(0, 1, 4, 3).fn(False)
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(fn, tf.constant([0]), {}, 4, 0, 0.6, 3, 3)
+    with pytest.raises(ValueError, match="n_best"):
+        beam_search(fn, tf.constant([0]), {}, 4, 2, 0.6, 3, 3, n_best=3)

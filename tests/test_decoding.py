@@ -1,0 +1,245 @@
+"""Cached decoding, translate_ids, Translator and sampling on small random models.
+
+References are independent of the decoding code: full (uncached) forward passes of the
+Keras model with teacher forcing, and NumPy."""
+
+import logging
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from model_dir_fixture import make_model_dir
+
+from keras_transformer import TransformerConfig, artifacts, build_transformer, encode
+from keras_transformer.decoding import (
+    Translator,
+    incremental_decoder,
+    length_penalty,
+    sample,
+    top_k_filter,
+    top_p_filter,
+    translate_ids,
+)
+
+PAD, BOS, EOS = 0, 2, 3
+
+
+def _eos_prone(model, config, strength=1.5):
+    """Push the decoder output towards the EOS embedding so hypotheses end at varied
+    lengths (an untrained model never emits EOS)."""
+    eos = model.get_layer("token_embedding").embeddings.numpy()[config.eos_id]
+    last_norm = model.get_layer("decoder").layers[-1].feed_forward_norm
+    last_norm.beta.assign(strength * eos / np.linalg.norm(eos))
+    return model
+
+
+@pytest.fixture(scope="module")
+def config():
+    return TransformerConfig.tiny(
+        48, num_layers=2, d_model=32, d_ff=64, num_heads=4, dropout=0.0, max_length=40
+    )
+
+
+@pytest.fixture(scope="module")
+def model(config):
+    keras.utils.set_random_seed(1)
+    return _eos_prone(build_transformer(config), config)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_model_dir(str(tmp_path_factory.mktemp("model")), vocab_size=64)
+
+
+def _sources(rng, lengths, vocab):
+    """Right-padded source ids, each row ending in EOS."""
+    ids = np.zeros((len(lengths), max(lengths)), np.int32)
+    for row, n in enumerate(lengths):
+        ids[row, : n - 1] = rng.integers(4, vocab, n - 1)
+        ids[row, n - 1] = EOS
+    return ids
+
+
+def _teacher_forced_log_prob(model, source, tokens):
+    """log P(tokens | source) from one full forward pass (no cache)."""
+    target = np.array([[BOS] + list(tokens[:-1])], np.int32)
+    logits = model({"source": source[None], "target": target}).numpy()[0].astype("f8")
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))  # (len, vocab)
+    return float(sum(log_probs[i, t] for i, t in enumerate(tokens)))
+
+
+def _hypothesis(row):
+    """Tokens of an output row: up to and with EOS, no padding."""
+    row = list(row)
+    return row[: row.index(EOS) + 1] if EOS in row else [t for t in row if t != PAD]
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_cached_decoding_matches_full_pass(model, config, padded):
+    rng = np.random.default_rng(0)
+    source = _sources(rng, [5, 9, 2], config.vocab_size)
+    target = np.concatenate([np.full((3, 1), BOS), rng.integers(4, 48, (3, 7))], 1)
+    full = model({"source": source, "target": target}).numpy()  # (3, 8, vocab)
+    beam = 2
+    memory, mask = encode(model, tf.constant(source), PAD)
+    fn, cache = incremental_decoder(model, memory, mask, beam, 8 if padded else None)
+    cache = tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), cache)
+    ids = tf.constant(np.repeat(target, beam, axis=0), tf.int32)  # (batch * beam, 8)
+    step_fn = tf.function(fn) if padded else fn
+    for step in range(8):
+        logits, cache = step_fn(ids if padded else ids[:, : step + 1], tf.constant(step), cache)
+        expected = np.repeat(full[:, step], beam, axis=0)
+        np.testing.assert_allclose(logits.numpy(), expected, atol=1e-4)
+
+
+def test_scores_are_model_log_probs_over_length_penalty(model, config):
+    rng = np.random.default_rng(1)
+    source = _sources(rng, [6, 9, 4], config.vocab_size)
+    ids, scores = translate_ids(model, source, n_best=3, max_extra_length=8)
+    ids, scores = ids.numpy(), scores.numpy()
+    assert ids.shape[:2] == scores.shape == (3, 3)
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    lengths = set()
+    for item, k in np.ndindex(3, 3):
+        tokens = _hypothesis(ids[item, k])
+        lengths.add((len(tokens), tokens[-1] == EOS))
+        log_p = _teacher_forced_log_prob(model, source[item], tokens)
+        expected = log_p / length_penalty(len(tokens), 0.6).numpy()
+        np.testing.assert_allclose(scores[item, k], expected, rtol=1e-4, atol=1e-4)
+    assert any(eos for _, eos in lengths)  # hypotheses ending in EOS are tested
+    assert any(not eos for _, eos in lengths)  # and ones cut at the length limit
+
+
+def test_padded_decode_and_growing_cache_agree(model, config):
+    source = _sources(np.random.default_rng(2), [7, 3], config.vocab_size)
+    grow_ids, grow_scores = translate_ids(model, source, n_best=4, max_extra_length=6)
+    pad_ids, pad_scores = translate_ids(model, source, n_best=4, max_extra_length=6,
+                                        padded_decode=True)  # fmt: skip
+    np.testing.assert_array_equal(grow_ids.numpy(), pad_ids.numpy())
+    np.testing.assert_allclose(grow_scores.numpy(), pad_scores.numpy(), atol=1e-5)
+
+
+def test_mixed_batch_gives_what_each_source_gives_alone(model, config):
+    rng = np.random.default_rng(3)
+    lengths = [1, 30, 4, 60]  # [EOS] alone, long, short, longer than max_length=40
+    source = _sources(rng, lengths, config.vocab_size)
+    ids, scores = translate_ids(model, source, max_extra_length=5)
+    assert ids.shape[0] == 4 and scores.shape == (4,)
+    for row, n in enumerate(lengths):
+        alone_ids, alone_score = translate_ids(model, source[row : row + 1, :n],
+                                               max_extra_length=5)  # fmt: skip
+        assert _hypothesis(ids.numpy()[row]) == _hypothesis(alone_ids.numpy()[0])
+        np.testing.assert_allclose(scores.numpy()[row], alone_score.numpy()[0], atol=1e-4)
+        limit = min(min(n, config.max_length) + 5, config.max_length)
+        assert len(_hypothesis(ids.numpy()[row])) <= limit
+
+
+def test_empty_and_too_long_sources(model, config, caplog):
+    empty = tf.zeros((2, 0), tf.int32)  # no tokens at all: each source becomes [EOS]
+    ids, scores = translate_ids(model, empty, max_extra_length=3)
+    eos_only, eos_scores = translate_ids(model, tf.constant([[EOS]]), max_extra_length=3)
+    assert _hypothesis(ids.numpy()[0]) == _hypothesis(eos_only.numpy()[0])
+    np.testing.assert_allclose(scores.numpy()[0], eos_scores.numpy()[0], atol=1e-5)
+    too_long = _sources(np.random.default_rng(4), [100], config.vocab_size)
+    cut = np.concatenate([too_long[:, : config.max_length - 1], [[EOS]]], 1)
+    with caplog.at_level(logging.WARNING, logger="keras_transformer"):
+        long_ids, _ = translate_ids(model, too_long, max_extra_length=3)
+    assert sum("truncated" in r.getMessage() for r in caplog.records) == 1
+    cut_ids, _ = translate_ids(model, cut, max_extra_length=3)
+    np.testing.assert_array_equal(long_ids.numpy(), cut_ids.numpy())
+    assert long_ids.shape[1] <= config.max_length
+
+
+def test_n_best_shapes_and_ragged_input(model, config):
+    ragged = tf.ragged.constant([[5, 6, EOS], [7, EOS]])
+    best_ids, best_scores = translate_ids(model, ragged, beam_size=3, max_extra_length=4)
+    assert best_ids.shape.rank == 2 and best_scores.shape == (2,)
+    ids, scores = translate_ids(model, ragged, beam_size=3, n_best=3, max_extra_length=4)
+    assert ids.shape[:2] == (2, 3) and scores.shape == (2, 3)
+    np.testing.assert_allclose(scores.numpy()[:, 0], best_scores.numpy(), atol=1e-6)
+    assert np.all(np.diff(scores.numpy(), axis=1) <= 0)
+    with pytest.raises(ValueError, match="n_best"):
+        translate_ids(model, ragged, beam_size=2, n_best=3)
+
+
+def test_greedy_is_the_argmax_chain_and_beam_one(model, config):
+    source = _sources(np.random.default_rng(5), [6, 3], config.vocab_size)
+    memory, mask = encode(model, tf.constant(source), PAD)
+    fn, cache = incremental_decoder(model, memory, mask)
+    greedy, log_probs = sample(fn, tf.fill([2], BOS), cache, 10, EOS)
+    for item in range(2):  # reference: re-run the full model on the growing prefix
+        prefix = [BOS]
+        while len(prefix) <= 10 and (len(prefix) == 1 or prefix[-1] != EOS):
+            logits = model({"source": source[item : item + 1], "target": np.array([prefix])})
+            prefix.append(int(np.argmax(logits.numpy()[0, -1])))
+        assert _hypothesis(greedy.numpy()[item, 1:]) == prefix[1:]
+    beam_ids, beam_scores = translate_ids(model, source, beam_size=1, alpha=0.0,
+                                          max_extra_length=10 - 6)  # fmt: skip
+    assert _hypothesis(beam_ids.numpy()[0]) == _hypothesis(greedy.numpy()[0, 1:])
+    np.testing.assert_allclose(beam_scores.numpy()[0], log_probs.numpy()[0], atol=1e-5)
+
+
+def _fixed_logits_fn(logits):
+    table = tf.constant(logits, tf.float32)  # (vocab,), the same every step
+
+    def fn(ids, step, cache):
+        return tf.tile(table[None], [tf.shape(ids)[0], 1]), cache
+
+    return fn
+
+
+def test_top_k_sampling_stays_in_the_top_k():
+    logits = np.array([0.3, 2.0, -1.0, 1.5, 0.9, 1.2, -0.5, 0.0], np.float32)
+    fn = _fixed_logits_fn(logits)
+    ids, _ = sample(fn, tf.fill([400], 0), {}, 6, eos_id=99, method="top_k", top_k=3,
+                    seed=(1, 2))  # fmt: skip
+    emitted = set(ids.numpy()[:, 1:].ravel().tolist())
+    assert emitted == {1, 3, 5}  # the three largest logits, each drawn
+    again, _ = sample(fn, tf.fill([400], 0), {}, 6, 99, method="top_k", top_k=3, seed=(1, 2))
+    np.testing.assert_array_equal(ids.numpy(), again.numpy())  # stateless: reproducible
+
+
+def test_top_p_sampling_stays_in_the_nucleus():
+    probs = np.array([0.05, 0.4, 0.02, 0.3, 0.15, 0.08], np.float64)
+    fn = _fixed_logits_fn(np.log(probs))
+    ids, _ = sample(fn, tf.fill([500], 0), {}, 4, eos_id=99, method="top_p", top_p=0.8)
+    # sorted: 0.4, 0.3, 0.15 (mass 0.85 >= 0.8): the nucleus is {1, 3, 4}
+    assert set(ids.numpy()[:, 1:].ravel().tolist()) == {1, 3, 4}
+
+
+def test_filters_match_numpy():
+    rng = np.random.default_rng(6)
+    logits = rng.standard_normal((5, 20)).astype("f4")
+    kept = np.isfinite(top_k_filter(tf.constant(logits), 4).numpy())
+    np.testing.assert_array_equal(kept, logits >= np.sort(logits, 1)[:, -4:-3])
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    kept = np.isfinite(top_p_filter(tf.constant(logits), 0.7).numpy())
+    for row in range(5):
+        order = np.argsort(-probs[row])
+        n = np.searchsorted(np.cumsum(probs[row, order]), 0.7) + 1  # smallest mass >= 0.7
+        assert set(np.flatnonzero(kept[row])) == set(order[:n])
+
+
+def test_translator_strings_batches_and_export_signature(model_dir):
+    model, config, tokenizer = artifacts.load_trained(model_dir)
+    _eos_prone(model, config)
+    translator = Translator(model, tokenizer, config, max_extra_length=6)
+    texts = ["The cat sleeps number 3.", "", "Der Hund", "Le chat dort number 12 " * 3]
+    outputs, scores = translator(texts, return_scores=True)
+    assert len(outputs) == len(scores) == 4 and all(isinstance(t, str) for t in outputs)
+    batched, batched_scores = translator.translate(texts, batch_size=3)
+    assert batched == outputs
+    np.testing.assert_allclose(batched_scores, scores, atol=1e-4)
+    signature = tf.TensorSpec([None], tf.string)
+    serve = tf.function(translator.translate_tensors, input_signature=[signature])
+    served = serve(tf.constant(texts))
+    assert [t.decode() for t in served["translations"].numpy()] == outputs
+    n_best = tf.function(lambda t: translator.translate_tensors_n_best(t, 3),
+                         input_signature=[signature])(tf.constant(texts[:2]))  # fmt: skip
+    assert n_best["translations"].shape == (2, 3) and n_best["scores"].shape == (2, 3)
+    assert [t.decode() for t in n_best["translations"].numpy()[:, 0]] == outputs[:2]
+    xla = Translator(model, tokenizer, config, max_extra_length=6, padded_decode=True,
+                     jit_compile=True)  # fmt: skip
+    assert xla(texts[:2]) == outputs[:2]

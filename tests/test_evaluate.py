@@ -1,0 +1,152 @@
+"""evaluate_bleu against sacrebleu called directly, attention maps, and the entry scripts."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sacrebleu
+from model_dir_fixture import SENTENCES, make_model_dir
+
+from keras_transformer import artifacts
+from keras_transformer.decoding import Translator
+from keras_transformer.decoding.attention_maps import attention_maps, plot_attention
+from keras_transformer.decoding.evaluation import evaluate_bleu
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_model_dir(str(tmp_path_factory.mktemp("model")), vocab_size=64, max_length=24)
+
+
+@pytest.fixture
+def loaded(model_dir):
+    # Per test: the autouse seeding (tf.random.set_seed) clears TF's kernel cache, which
+    # destroys an eager SentencePiece resource created before it.
+    return artifacts.load_trained(model_dir)
+
+
+def run_script(name, *args, stdin=None):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "pipelines" / name), *args], input=stdin,
+        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_evaluate_bleu_matches_sacrebleu_on_written_hypotheses(loaded, tmp_path):
+    model, config, tokenizer = loaded
+    sources = [SENTENCES[i] for i in (0, 4, 8, 13, 17, 21, 25)]
+    sources[2] = "The cat sleeps number 8 and " * 4  # lengths differ: batches get sorted
+    own = Translator(model, tokenizer, config, beam_size=2, max_extra_length=4)(sources)
+    # References: the model's own output for some sources, unrelated text for the others,
+    # so BLEU and chrF land strictly between 0 and 100.
+    references = [own[i] if i % 2 == 0 else "Ein ganz anderer Satz ." for i in range(7)]
+    output = tmp_path / "hyps" / "test.hyp.txt"
+    result = evaluate_bleu(
+        model, tokenizer, config, list(zip(sources, references)), beam_size=2, alpha=0.6,
+        batch_size=3, max_extra_length=4, output_path=str(output), progress=False,
+    )  # fmt: skip
+    hypotheses = output.read_text(encoding="utf-8").splitlines()
+    assert hypotheses == own  # input order restored after length-sorted batching
+    bleu = sacrebleu.corpus_bleu(hypotheses, [references])
+    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
+    intl = sacrebleu.corpus_bleu(hypotheses, [references], tokenize="intl")
+    assert 0 < result["bleu"] < 100 and 0 < result["chrf"] < 100
+    assert result["bleu"] == pytest.approx(bleu.score)
+    assert result["chrf"] == pytest.approx(chrf.score)
+    assert result["tokenized_bleu"] == pytest.approx(intl.score)
+    assert (
+        "tok:13a" in result["bleu_signature"] and "tok:intl" in result["tokenized_bleu_signature"]
+    )
+    assert result["num_sentences"] == 7 and np.isfinite(result["mean_score"])
+
+
+def test_attention_maps_and_plot(loaded, tmp_path):
+    model, config, tokenizer = loaded
+    sentence = "The cat sleeps number 7."
+    source_len = len(tokenizer.tokenize([sentence])[0]) + 1  # with EOS
+    encoder = attention_maps(model, tokenizer, config, sentence, kind="encoder")
+    assert encoder.weights.shape == (2, 4, source_len, source_len)
+    assert encoder.row_tokens == encoder.column_tokens and encoder.row_tokens[-1] == "</s>"
+    cross = attention_maps(model, tokenizer, config, sentence, kind="cross", beam_size=2)
+    assert cross.weights.shape[:2] == (2, 4) and cross.weights.shape[3] == source_len
+    assert cross.weights.shape[2] == len(cross.row_tokens) > 0
+    np.testing.assert_allclose(cross.weights.sum(-1), 1.0, atol=1e-5)  # softmax over source
+    path = plot_attention(cross, layer=-1, head=None, output_path=str(tmp_path / "c.png"))
+    assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="layer"):
+        plot_attention(cross, layer=2, output_path=str(tmp_path / "x.png"))
+
+
+@pytest.mark.parametrize("script", ["evaluate.py", "translate.py", "plot_attention.py"])
+def test_scripts_help(script):
+    run = run_script(script, "--help")
+    assert run.returncode == 0, run.stderr
+    assert "--model-dir" in run.stdout and "--beam-size" in run.stdout
+
+
+def test_translate_script_reads_stdin_and_prints_n_best(model_dir):
+    run = run_script(
+        "translate.py",
+        "--model-dir",
+        model_dir,
+        "--beam-size",
+        "3",
+        "--n-best",
+        "2",
+        "--max-extra-length",
+        "3",
+        stdin="The cat sleeps.\n\nDer Hund\n",
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1", "2", "2"]
+    scores = [float(line.split(" ||| ")[2]) for line in lines]
+    assert scores[0] >= scores[1] and scores[4] >= scores[5]
+
+
+def test_evaluate_and_plot_scripts_run(model_dir, tmp_path):
+    pytest.importorskip("keras_transformer.data.corpus")
+    output, report = tmp_path / "hyp.txt", tmp_path / "bleu.json"
+    run = run_script(
+        "evaluate.py",
+        "--model-dir",
+        model_dir,
+        "--dataset",
+        "sample_en_de",
+        "--limit",
+        "3",
+        "--beam-size",
+        "2",
+        "--max-extra-length",
+        "2",
+        "--output",
+        str(output),
+        "--json",
+        str(report),
+        "--no-progress",
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "BLEU" in run.stdout and "chrF2" in run.stdout and "nrefs:1" in run.stdout
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 3 and report.exists()
+    png = tmp_path / "enc.png"
+    run = run_script(
+        "plot_attention.py",
+        "--model-dir",
+        model_dir,
+        "--sentence",
+        "Le chat",
+        "--kind",
+        "encoder",
+        "--head",
+        "0",
+        "--output",
+        str(png),
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert png.read_bytes()[:4] == b"\x89PNG"
