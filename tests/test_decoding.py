@@ -222,7 +222,7 @@ def test_filters_match_numpy():
         assert set(np.flatnonzero(kept[row])) == set(order[:n])
 
 
-def test_translator_strings_batches_and_export_signature(model_dir):
+def test_translator_strings_batches_and_export_signature(model_dir, caplog):
     model, config, tokenizer = artifacts.load_trained(model_dir)
     _eos_prone(model, config)
     translator = Translator(model, tokenizer, config, max_extra_length=6)
@@ -240,6 +240,10 @@ def test_translator_strings_batches_and_export_signature(model_dir):
                          input_signature=[signature])(tf.constant(texts[:2]))  # fmt: skip
     assert n_best["translations"].shape == (2, 3) and n_best["scores"].shape == (2, 3)
     assert [t.decode() for t in n_best["translations"].numpy()[:, 0]] == outputs[:2]
+    with caplog.at_level(logging.WARNING, logger="keras_transformer"):
+        for _ in range(2):  # longer than max_length=64 pieces: one warning per Translator
+            assert len(translator(["number 7 " * 40])) == 1
+    assert sum("truncated" in r.getMessage() for r in caplog.records) == 1
     xla = Translator(model, tokenizer, config, max_extra_length=6, padded_decode=True,
                      jit_compile=True)  # fmt: skip
     assert xla(texts[:2]) == outputs[:2]
