@@ -95,13 +95,29 @@ class SubwordTokenizer(tf.Module):
         with tf.io.gfile.GFile(path, "rb") as f:
             return cls(f.read())
 
+    def _op(self, name, *args):
+        """Call a SentencePiece method; rebuild the eager resource if TF dropped it.
+
+        `tf.random.set_seed` (so `keras.utils.set_random_seed`) clears the eager kernel cache,
+        which deletes a SentencePiece resource created eagerly before it.
+        """
+        try:
+            return getattr(self.sentencepiece, name)(*args)
+        except tf.errors.NotFoundError:
+            if not tf.executing_eagerly():
+                raise
+            self.sentencepiece = tf_text.SentencepieceTokenizer(
+                model=self.model_proto, out_type=tf.int32
+            )
+            return getattr(self.sentencepiece, name)(*args)
+
     @property
     def vocab_size(self) -> int:
-        return int(self.sentencepiece.vocab_size())
+        return int(self._op("vocab_size"))
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """Strings `(batch,)` -> ragged int32 ids `(batch, None)`, without BOS/EOS."""
-        return self.sentencepiece.tokenize(texts)
+        return self._op("tokenize", texts)
 
     def detokenize(self, ids) -> tf.Tensor:
         """Int ids `(batch, len)` -> strings `(batch,)`.
@@ -113,7 +129,7 @@ class SubwordTokenizer(tf.Module):
             ids = ids.to_tensor(default_value=PAD_ID)
         before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
         keep = before_eos & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, BOS_ID)
-        return self.sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return self._op("detokenize", tf.ragged.boolean_mask(ids, keep))
 
     def encode_source(self, texts, max_length: int) -> tf.RaggedTensor:
         """Source ids `(batch, None)`: pieces truncated to `max_length - 1`, then EOS."""

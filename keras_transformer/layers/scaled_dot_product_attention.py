@@ -52,7 +52,8 @@ class ScaledDotProductAttention(keras.layers.Layer):
         scores = ops.cast(scores, "float32") * scale
         if attention_mask is not None:
             scores = ops.where(ops.cast(attention_mask, "bool"), scores, MASK_VALUE)
-        weights = ops.softmax(scores, axis=-1)
+        # softmax, written out: ops.softmax warns on the size-1 key axis of a first cached step.
+        weights = ops.exp(scores - ops.logsumexp(scores, axis=-1, keepdims=True))
         dropped = self._dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
         # (batch, h, q_len, k_len) x (batch, h, k_len, d_v) -> (batch, h, q_len, d_v)
         output = ops.einsum("bhqk,bhkd->bhqd", dropped, value)

@@ -146,7 +146,6 @@ def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callbac
 def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
     """Build and compile under the strategy; resume from the latest checkpoint if any."""
     with strategy.scope():
-        keras.utils.set_random_seed(cfg.seed)
         model = build_transformer(config)
         compile_model(model, config, cfg)
         latest = artifacts.latest_checkpoint(cfg.model_dir)
@@ -171,6 +170,7 @@ def train(cfg: TrainingConfig, evaluate: bool = True) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the run's summary (also saved as
     `summary.json` in the model directory)."""
     configure_devices(cfg.cpu_replicas)
+    keras.utils.set_random_seed(cfg.seed)  # before any tokenizer exists: reseeding drops it
     if cfg.mixed_precision != "none":
         keras.mixed_precision.set_dtype_policy(cfg.mixed_precision)
     strategy = make_strategy(cfg.strategy, cfg.cpu_replicas)
