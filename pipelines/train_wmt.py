@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 
 from keras_transformer.config import MIXED_PRECISION, STRATEGIES, TrainingConfig
 
@@ -89,7 +90,8 @@ def main(argv=None) -> None:
     export_dir = args.export_dir or os.path.join(cfg.model_dir, "export")
     exported = None
     if export_dir.lower() != "none":
-        from export.export_savedmodel import export_savedmodel
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from export.export_savedmodel import export_savedmodel  # export/ sits beside pipelines/
 
         exported = export_savedmodel(cfg.model_dir, export_dir)
     test = summary.get("test") or {}
