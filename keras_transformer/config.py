@@ -203,8 +203,8 @@ class TrainingConfig:
     model: str = "tiny"
     dataset: str = "sample_en_de"
     model_dir: str = "runs/sample_en_de"
-    train_steps: int = 1200
-    vocab_size: int = 8000
+    train_steps: int = 1100
+    vocab_size: int = 4000
     batch_tokens: int = 3072
     max_length: int = 128
     warmup_steps: int = 400
@@ -215,8 +215,8 @@ class TrainingConfig:
     cpu_replicas: int = 0
     mixed_precision: str = "none"
     jit_compile: bool = False
-    steps_per_epoch: int = 200
-    checkpoint_every_steps: int = 200
+    steps_per_epoch: int = 100
+    checkpoint_every_steps: int = 100
     checkpoint_every_minutes: float = 10.0
     keep_checkpoints: int = 5
     average_last: int = 5

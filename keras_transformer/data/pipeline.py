@@ -103,7 +103,8 @@ def make_batches(
     num_replicas: int = 1,
     training: bool = True,
     shuffle_buffer: int = 50_000,
-    pad_to_bucket_boundary: bool = False,
+    pad_to_bucket_boundary: bool = True,
+    cache: bool = False,
     seed: int | None = None,
 ) -> tf.data.Dataset:
     """Token-budget batches for `model.fit`.
@@ -115,13 +116,19 @@ def make_batches(
         batch_tokens: most padded source or target tokens per replica batch.
         num_replicas: replicas in sync; every batch has a multiple of it sentences.
         training: shuffle, repeat forever and drop incomplete batches; else one pass.
-        shuffle_buffer: pairs shuffled before tokenization.
-        pad_to_bucket_boundary: static lengths per bucket (fewer XLA recompilations).
+        shuffle_buffer: tokenized examples shuffled before bucketing.
+        pad_to_bucket_boundary: pad source and target to their bucket's upper length, so each
+            bucket has one shape: the train step is traced once per bucket (and XLA compiles
+            once per bucket) instead of once per new (batch, src_len, tgt_len) combination.
+        cache: keep the tokenized corpus in memory after the first pass (small corpora).
         seed: shuffle seed.
     """
-    if training:
-        pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     examples = tokenize_pairs(pairs, tokenizer, max_length)
+    if cache:
+        examples = examples.cache()
+    if training:
+        examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        examples = examples.repeat()
     boundaries = bucket_boundaries(max_length)
     if pad_to_bucket_boundary and boundaries[-1] <= max_length:
         boundaries.append(max_length + 1)  # tf.data needs every length below the last boundary

@@ -110,7 +110,7 @@ def _datasets(cfg, tokenizer, num_replicas):
         max_length=cfg.max_length,
         batch_tokens=cfg.batch_tokens,
         num_replicas=num_replicas,
-        pad_to_bucket_boundary=cfg.jit_compile,
+        cache=not cfg.dataset.startswith("wmt"),  # WMT's millions of pairs stay streamed
     )
     train = make_batches(
         corpus.load_corpus(cfg.dataset, "train", data_dir=cfg.data_dir),
