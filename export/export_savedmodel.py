@@ -287,9 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", required=True, help="trained model directory")
     parser.add_argument("--export-base", required=True, help="TF Serving base path's parent")
-    parser.add_argument("--model-name", default="transformer")
+    parser.add_argument(
+        "--model-name", default="transformer", help="model name clients use (directory name)"
+    )
     parser.add_argument("--version", type=int, default=None, help="default: latest + 1")
-    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--beam-size", type=int, default=4, help="beam width (paper: 4)")
     parser.add_argument("--alpha", type=float, default=0.6, help="length penalty")
     parser.add_argument("--n-best", type=int, default=4, help="width of translate_nbest")
     parser.add_argument("--weights", default=None, help="a .weights.h5 file to export")

@@ -203,9 +203,9 @@ class TrainingConfig:
     model: str = "tiny"
     dataset: str = "sample_en_de"
     model_dir: str = "runs/sample_en_de"
-    train_steps: int = 1100
+    train_steps: int = 1800
     vocab_size: int = 4000
-    batch_tokens: int = 3072
+    batch_tokens: int = 1536
     max_length: int = 128
     warmup_steps: int = 400
     learning_rate_scale: float = 1.0

@@ -7,10 +7,10 @@ checkpoints for base models, 20 for big ones).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 
 from keras_transformer import artifacts, build_transformer
+from keras_transformer.logging_utils import setup_logging
 from keras_transformer.training import checkpoints
 
 
@@ -31,7 +31,7 @@ def main(argv=None) -> None:
         help="weights file to write (default: MODEL_DIR/final.weights.h5)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    setup_logging()
     if args.last < 1:
         parser.error(f"--last must be >= 1. Received: {args.last}")
     paths = args.checkpoints

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
+
+from keras_transformer.logging_utils import setup_logging
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -67,7 +68,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> dict:
     args = parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging()
     from keras_transformer import artifacts
     from keras_transformer.data.corpus import read_pairs
     from keras_transformer.decoding.evaluation import evaluate_bleu, format_report

@@ -10,11 +10,11 @@ Run the same command again after an interruption: it resumes from the latest che
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
 from keras_transformer.config import MIXED_PRECISION, STRATEGIES, TrainingConfig
+from keras_transformer.logging_utils import setup_logging
 
 HELP = {
     "config": "model preset: tiny (CPU minutes), base (paper, 65M), big (paper, 213M)",
@@ -82,7 +82,7 @@ def parse_args(argv=None) -> tuple[TrainingConfig, argparse.Namespace]:
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    setup_logging()
     cfg, args = parse_args(argv)
     from keras_transformer.training.trainer import train
 
