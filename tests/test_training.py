@@ -161,7 +161,8 @@ MIRRORED_SCRIPT = textwrap.dedent(
     import tensorflow as tf
     from keras_transformer.training.trainer import configure_devices
     configure_devices(2)
-        from keras_transformer import TransformerConfig, build_transformer
+    import keras
+    from keras_transformer import TransformerConfig, build_transformer
     from keras_transformer.config import TrainingConfig
     from keras_transformer.training.trainer import compile_model
 
