@@ -328,3 +328,41 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
     averaged.load_weights(output)
     for got, a, b in zip(averaged.get_weights(), saved[2], saved[3]):
         np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--mixed-precision", "mixed_bfloat16"],
+        ["--jit-compile"],
+        ["--strategy", "mirrored", "--cpu-replicas", "2"],
+    ],
+    ids=["mixed_bfloat16", "xla", "mirrored_cpu"],
+)
+def test_training_flags_run_end_to_end(tmp_path, flags):
+    tsv = tmp_path / "pairs.tsv"
+    _write_tsv(tsv, n=120)
+    model_dir = tmp_path / "run"
+    command = [
+        sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),
+        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), "--vocab-size", "60",
+        "--train-steps", "4", "--steps-per-epoch", "2", "--checkpoint-every-steps", "2",
+        "--batch-tokens", "128", "--max-length", "24", "--warmup-steps", "2",
+        "--average-last", "2", "--eval-limit", "4", "--export-dir", "none", *flags,
+    ]  # fmt: skip
+    result = _run(command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((model_dir / "summary.json").read_text())
+    assert summary["steps"] == 4
+    assert summary["replicas"] == (2 if "--cpu-replicas" in flags else 1)
+    assert all(np.isfinite(summary["history"]["loss"]))
+    from keras_transformer.data.corpus import read_pairs
+
+    expected = len(list(read_pairs(f"tsv:{tsv}", "test", limit=4)))
+    assert expected >= 1 and summary["test"]["num_sentences"] == expected
+    import h5py
+
+    with h5py.File(model_dir / "final.weights.h5") as weights:
+        dtypes = set()
+        weights.visit(lambda name: dtypes.add(str(getattr(weights[name], "dtype", ""))))
+    assert "float32" in dtypes and "bfloat16" not in dtypes  # variables stay float32

@@ -121,9 +121,17 @@ def _datasets(cfg, tokenizer, num_replicas):
     dev = make_batches(
         corpus.load_corpus(cfg.dataset, "dev", data_dir=cfg.data_dir), training=False, **common
     )
-    # A known length keeps Keras from warning "input ran out of data" after each dev pass.
     num_dev_batches = int(dev.reduce(0, lambda count, _: count + 1))
-    return train, dev.apply(tf.data.experimental.assert_cardinality(num_dev_batches))
+    if num_dev_batches == 0:
+        logger.warning(
+            "The dev split of %s has no pair within max_length: no validation", cfg.dataset
+        )
+        return train, None
+    if num_replicas == 1:
+        # A known length keeps Keras from warning "input ran out of data" after each dev pass.
+        # Not with several replicas: tf.distribute may split a last partial batch differently.
+        dev = dev.apply(tf.data.experimental.assert_cardinality(num_dev_batches))
+    return train, dev
 
 
 def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callback]:
