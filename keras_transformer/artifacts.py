@@ -11,6 +11,7 @@ MODEL_DIR/
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -77,3 +78,17 @@ def load_trained(
             f"vocab_size={config.vocab_size} in {model_dir!r}"
         )
     return model, config, tokenizer
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--model-dir` and `--weights`, as every script that loads a trained model takes them."""
+    parser.add_argument(
+        "--model-dir",
+        required=True,
+        help="trained model directory (config.json, spm.model, weights)",
+    )
+    parser.add_argument(
+        "--weights",
+        default=None,
+        help="a .weights.h5 file to load (default: final weights, else the latest checkpoint)",
+    )

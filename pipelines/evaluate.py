@@ -15,6 +15,7 @@ import json
 import os
 import sys
 
+from keras_transformer import artifacts
 from keras_transformer.logging_utils import setup_logging
 
 
@@ -22,16 +23,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--model-dir",
-        required=True,
-        help="trained model directory (config.json, spm.model, weights)",
-    )
-    parser.add_argument(
-        "--weights",
-        default=None,
-        help="a .weights.h5 file to load (default: final weights, else the latest checkpoint)",
-    )
+    artifacts.add_model_arguments(parser)
     parser.add_argument(
         "--dataset",
         default="sample_en_de",

@@ -13,21 +13,14 @@ import argparse
 import os
 import sys
 
+from keras_transformer import artifacts
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--model-dir",
-        required=True,
-        help="trained model directory (config.json, spm.model, weights)",
-    )
-    parser.add_argument(
-        "--weights",
-        default=None,
-        help="a .weights.h5 file to load (default: final weights, else the latest checkpoint)",
-    )
+    artifacts.add_model_arguments(parser)
     parser.add_argument(
         "--input", default=None, help="UTF-8 text file, one source per line (default: stdin)"
     )
