@@ -92,3 +92,17 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a .weights.h5 file to load (default: final weights, else the latest checkpoint)",
     )
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--beam-size`, `--alpha`, `--max-extra-length` with the paper's inference defaults."""
+    parser.add_argument("--beam-size", type=int, default=4, help="beam width (paper: 4)")
+    parser.add_argument(
+        "--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)"
+    )
+    parser.add_argument(
+        "--max-extra-length",
+        type=int,
+        default=50,
+        help="output tokens allowed beyond the source length (paper: 50)",
+    )

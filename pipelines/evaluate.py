@@ -37,16 +37,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="split to decode (default: %(default)s)",
     )
     parser.add_argument("--data-dir", default=None, help="TFDS data directory (WMT datasets)")
-    parser.add_argument("--beam-size", type=int, default=4, help="beam width (paper: 4)")
-    parser.add_argument(
-        "--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)"
-    )
-    parser.add_argument(
-        "--max-extra-length",
-        type=int,
-        default=50,
-        help="output tokens allowed beyond the source length (paper: 50)",
-    )
+    artifacts.add_search_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=64, help="sources per batch")
     parser.add_argument(
         "--limit", type=int, default=None, help="decode only the first N pairs (default: all)"

@@ -24,16 +24,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--input", default=None, help="UTF-8 text file, one source per line (default: stdin)"
     )
-    parser.add_argument("--beam-size", type=int, default=4, help="beam width (paper: 4)")
-    parser.add_argument(
-        "--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)"
-    )
-    parser.add_argument(
-        "--max-extra-length",
-        type=int,
-        default=50,
-        help="output tokens allowed beyond the source length (paper: 50)",
-    )
+    artifacts.add_search_arguments(parser)
     parser.add_argument(
         "--n-best",
         type=int,

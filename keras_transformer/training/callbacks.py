@@ -18,8 +18,9 @@ class TrainingMonitor(keras.callbacks.Callback):
     Args:
         log_dir: TensorBoard directory for step-level scalars ("train_steps" run).
         log_every_steps: interval of the scalars.
-        num_replicas: replicas whose target tokens the "tokens" metric counts (Keras sums
-            metric state over replicas, so it already counts the global batch).
+
+    Tokens come from the "tokens" metric (`TokenCount`), whose state Keras sums over replicas,
+    so the rate is for the global batch.
     """
 
     def __init__(self, log_dir: str, log_every_steps: int = 20):

@@ -188,12 +188,11 @@ def train(cfg: TrainingConfig, evaluate: bool = True) -> dict[str, Any]:
     tokenizer = prepare_tokenizer(cfg)
     config = cfg.model_config(tokenizer.vocab_size)
     artifacts.save_config(cfg.model_dir, config)
+    model, start_step = build_and_restore(cfg, config, strategy)
     logger.info(
         "Training %s (%s parameters) on %s with %d replica(s), %d tokens per replica batch",
-        cfg.model, f"{build_transformer(config).count_params():,}", cfg.dataset,
-        replicas, cfg.batch_tokens,
+        cfg.model, f"{model.count_params():,}", cfg.dataset, replicas, cfg.batch_tokens,
     )  # fmt: skip
-    model, start_step = build_and_restore(cfg, config, strategy)
     train_data, dev_data = _datasets(cfg, tokenizer, replicas)
     started = time.perf_counter()
     history, monitor = None, None
