@@ -184,6 +184,7 @@ class TrainingConfig:
         learning_rate_scale: constant factor on the paper's schedule.
         label_smoothing: eps_ls.
         dropout: overrides the preset's P_drop if set.
+        num_layers, d_model, d_ff, num_heads, norm_position: override the preset's if set.
         strategy: "auto" (MirroredStrategy over all GPUs, else default), "mirrored",
             "one_device", "multi_worker" (TF_CONFIG).
         cpu_replicas: split the CPU into this many logical devices (to test MirroredStrategy).
@@ -211,6 +212,11 @@ class TrainingConfig:
     learning_rate_scale: float = 1.0
     label_smoothing: float = 0.1
     dropout: float | None = None
+    num_layers: int | None = None
+    d_model: int | None = None
+    d_ff: int | None = None
+    num_heads: int | None = None
+    norm_position: str | None = None
     strategy: str = "auto"
     cpu_replicas: int = 0
     mixed_precision: str = "none"
@@ -266,6 +272,7 @@ class TrainingConfig:
             "max_length": self.max_length,
             "label_smoothing": self.label_smoothing,
         }
-        if self.dropout is not None:
-            overrides["dropout"] = self.dropout
+        for name in ("dropout", "num_layers", "d_model", "d_ff", "num_heads", "norm_position"):
+            if getattr(self, name) is not None:
+                overrides[name] = getattr(self, name)
         return TransformerConfig.preset(self.model, vocab_size or self.vocab_size, **overrides)

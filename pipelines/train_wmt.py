@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from keras_transformer.config import MIXED_PRECISION, STRATEGIES, TrainingConfig
+from keras_transformer.config import MIXED_PRECISION, NORM_POSITIONS, STRATEGIES, TrainingConfig
 from keras_transformer.logging_utils import setup_logging
 
 HELP = {
@@ -30,6 +30,11 @@ HELP = {
     "learning_rate_scale": "constant factor on the paper's learning-rate formula",
     "label_smoothing": "epsilon of label smoothing (paper: 0.1)",
     "dropout": "override the preset's dropout (paper: 0.1 base, 0.3 big En-De)",
+    "num_layers": "override the preset's number of encoder and decoder layers (N)",
+    "d_model": "override the preset's model width",
+    "d_ff": "override the preset's feed-forward inner width",
+    "num_heads": "override the preset's number of attention heads",
+    "norm_position": "override the preset's LayerNorm placement: post (paper) or pre",
     "strategy": "tf.distribute strategy; auto = MirroredStrategy over all GPUs if several",
     "cpu_replicas": "split the CPU into N logical devices (test MirroredStrategy without GPUs)",
     "mixed_precision": "compute dtype policy; logits and loss stay float32",
@@ -55,6 +60,8 @@ def parse_args(argv=None) -> tuple[TrainingConfig, argparse.Namespace]:
     defaults = TrainingConfig()
     choices = {"config": ("tiny", "base", "big"), "strategy": STRATEGIES}
     choices["mixed_precision"] = MIXED_PRECISION
+    choices["norm_position"] = NORM_POSITIONS
+    optional_types = {"dropout": float, "eval_limit": int, "norm_position": str}
     for name, text in HELP.items():
         field = "model" if name == "config" else name
         default = getattr(defaults, field)
@@ -62,7 +69,7 @@ def parse_args(argv=None) -> tuple[TrainingConfig, argparse.Namespace]:
         if isinstance(default, bool):
             parser.add_argument(flag, action="store_true", help=text)
             continue
-        kind = type(default) if default is not None else (float if name == "dropout" else None)
+        kind = type(default) if default is not None else optional_types.get(name, int)
         kind = int if name == "eval_limit" else kind
         parser.add_argument(
             flag,
