@@ -5,16 +5,15 @@ training loop, beam search and export use TensorFlow.
 """
 
 from keras_transformer import layers
-from keras_transformer.config import TransformerConfig
-from keras_transformer.model import build_transformer, decode, encode, init_cache
+from keras_transformer.config import SearchOptions, TransformerConfig
+from keras_transformer.model import Transformer, build_transformer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "SearchOptions",
+    "Transformer",
     "TransformerConfig",
     "build_transformer",
-    "decode",
-    "encode",
-    "init_cache",
     "layers",
 ]

@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
-NORM_POSITIONS = ("post", "pre")
+from keras_transformer import constants
+from keras_transformer.constants import NORM_POSITIONS, POSITIONAL_ENCODINGS, check_choice
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,9 @@ class TransformerConfig:
             embedding and the target embedding stays tied to the output projection.
         layer_norm_epsilon: epsilon of every LayerNormalization.
         max_length: longest sequence (in subword tokens) the model accepts.
-        pad_id, unk_id, bos_id, eos_id: special token ids of the vocabulary.
+
+    The special ids (`pad_id`, `unk_id`, `bos_id`, `eos_id`) are read-only properties: they
+    belong to the vocabulary and are written once, in `keras_transformer.constants`.
     """
 
     vocab_size: int
@@ -59,10 +61,11 @@ class TransformerConfig:
     share_embeddings: bool = True
     layer_norm_epsilon: float = 1e-6
     max_length: int = 256
-    pad_id: int = 0
-    unk_id: int = 1
-    bos_id: int = 2
-    eos_id: int = 3
+
+    pad_id = property(lambda self: constants.PAD_ID)
+    unk_id = property(lambda self: constants.UNK_ID)
+    bos_id = property(lambda self: constants.BOS_ID)
+    eos_id = property(lambda self: constants.EOS_ID)
 
     def __post_init__(self) -> None:
         if self.d_k is None:
@@ -84,29 +87,13 @@ class TransformerConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1). Received: {name}={value}")
-        if self.positional_encoding not in POSITIONAL_ENCODINGS:
+        check_choice("positional_encoding", self.positional_encoding, POSITIONAL_ENCODINGS)
+        check_choice("norm_position", self.norm_position, NORM_POSITIONS)
+        if self.vocab_size <= self.eos_id:
             raise ValueError(
-                f"positional_encoding must be one of {POSITIONAL_ENCODINGS}. "
-                f"Received: positional_encoding={self.positional_encoding!r}"
+                f"vocab_size must exceed the special ids 0..{self.eos_id}. "
+                f"Received: vocab_size={self.vocab_size}"
             )
-        if self.norm_position not in NORM_POSITIONS:
-            raise ValueError(
-                f"norm_position must be one of {NORM_POSITIONS}. "
-                f"Received: norm_position={self.norm_position!r}"
-            )
-        self._validate_special_ids()
-
-    def _validate_special_ids(self) -> None:
-        ids = {"pad_id": self.pad_id, "unk_id": self.unk_id, "bos_id": self.bos_id}
-        ids["eos_id"] = self.eos_id
-        for name, value in ids.items():
-            if not isinstance(value, int) or not 0 <= value < self.vocab_size:
-                raise ValueError(
-                    f"{name} must be an int in [0, vocab_size={self.vocab_size}). "
-                    f"Received: {name}={value!r}"
-                )
-        if len(set(ids.values())) != len(ids):
-            raise ValueError(f"Special token ids must be distinct. Received: {ids}")
 
     # Presets -------------------------------------------------------------------------------
 
@@ -148,6 +135,13 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TransformerConfig:
+        values = dict(values)
+        for name in ("pad_id", "unk_id", "bos_id", "eos_id"):  # written by earlier versions
+            if name in values and values.pop(name) != getattr(constants, name.upper()):
+                raise ValueError(
+                    f"{name} differs from this vocabulary layout's {name}="
+                    f"{getattr(constants, name.upper())}: the model cannot be used"
+                )
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -158,6 +152,51 @@ class TransformerConfig:
 def _check_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How to decode: the paper's inference settings (section 6.1) are the defaults, written
+    here once and used by the translator, evaluation, attention plots, export, training's
+    final evaluation and every command-line flag.
+
+    Args:
+        beam_size: hypotheses kept per source (paper: 4).
+        alpha: GNMT length penalty exponent (paper: 0.6).
+        max_extra_length: a source of n tokens gets at most n + max_extra_length output
+            tokens (paper: 50).
+        n_best: hypotheses returned per source, best first (at most beam_size).
+        padded_decode: fixed-size decoding buffers (static shapes, for XLA).
+        stop_early: stop once no live beam can beat the kept finished hypotheses (never
+            changes the result).
+    """
+
+    beam_size: int = 4
+    alpha: float = 0.6
+    max_extra_length: int = 50
+    n_best: int = 1
+    padded_decode: bool = False
+    stop_early: bool = True
+
+    def __post_init__(self) -> None:
+        _check_positive_int("beam_size", self.beam_size)
+        _check_positive_int("n_best", self.n_best)
+        if self.n_best > self.beam_size:
+            raise ValueError(
+                "n_best cannot exceed beam_size. "
+                f"Received: n_best={self.n_best}, beam_size={self.beam_size}"
+            )
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)):
+            raise ValueError(f"alpha must be a number. Received: alpha={self.alpha!r}")
+        if not isinstance(self.max_extra_length, int) or self.max_extra_length < 0:
+            raise ValueError(
+                "max_extra_length must be an int >= 0. "
+                f"Received: max_extra_length={self.max_extra_length!r}"
+            )
+
+    def replace(self, **changes: Any) -> SearchOptions:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
 
 
 STRATEGIES = ("auto", "mirrored", "one_device", "multi_worker")
@@ -228,8 +267,8 @@ class TrainingConfig:
     average_last: int = 5
     log_every_steps: int = 20
     seed: int = 1234
-    eval_beam_size: int = 4
-    eval_alpha: float = 0.6
+    eval_beam_size: int = SearchOptions.beam_size
+    eval_alpha: float = SearchOptions.alpha
     eval_limit: int | None = None
     data_dir: str | None = None
 

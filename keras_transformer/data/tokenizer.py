@@ -2,7 +2,7 @@
 with `tensorflow_text.SentencepieceTokenizer`, so the same tokenizer travels inside the
 SavedModel (stock TF Serving links the SentencePiece ops).
 
-Ids: 0 pad, 1 unk, 2 bos, 3 eos (as `TransformerConfig`'s defaults).
+Ids: 0 pad, 1 unk, 2 bos, 3 eos (`keras_transformer.constants`, read by the model too).
 
     train_sentencepiece(texts, "runs/spm", vocab_size=8000)  # writes runs/spm.model
     tokenizer = SubwordTokenizer.from_file("runs/spm.model")
@@ -20,7 +20,8 @@ from collections.abc import Iterable
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
 logger = logging.getLogger("keras_transformer")
 
 

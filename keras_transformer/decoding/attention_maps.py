@@ -1,6 +1,6 @@
 """Attention weights of one sentence, drawn as heat maps like figures 3-5 of the paper.
 
-    maps = attention_maps(model, tokenizer, config, "The cat sleeps.", kind="cross")
+    maps = attention_maps(model, tokenizer, "The cat sleeps.", kind="cross")
     plot_attention(maps, layer=-1, head=None, output_path="cross.png")
 
 `kind="encoder"`: encoder self-attention over the source pieces. `kind="cross"`: decoder
@@ -13,13 +13,12 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.config import TransformerConfig
+from keras_transformer.config import SearchOptions
 from keras_transformer.decoding.translator import Translator
-from keras_transformer.model import SOURCE_EMBEDDING, TOKEN_EMBEDDING, encode
+from keras_transformer.model import Transformer
 
 KINDS = ("encoder", "cross")
 
@@ -40,41 +39,29 @@ def _pieces(tokenizer, ids) -> list[str]:
 
 
 def attention_maps(
-    model: keras.Model,
+    model: Transformer,
     tokenizer,
-    config: TransformerConfig,
     sentence: str,
     kind: str = "cross",
-    beam_size: int = 4,
-    alpha: float = 0.6,
+    search: SearchOptions | None = None,
 ) -> AttentionMaps:
-    """Attention weights of `sentence` (see the module docstring for `kind`)."""
+    """Attention weights of `sentence` (see the module docstring for `kind`; `search` is the
+    beam search that produces the translation for "cross")."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}. Received: kind={kind!r}")
+    config = model.config
     source = tokenizer.encode_source(tf.constant([sentence]), config.max_length).to_tensor()
     source_pieces = _pieces(tokenizer, source[0])  # (1, src_len) -> src_len pieces
-    translation = ""
-    if kind == "encoder":
-        shared = config.share_embeddings
-        embedded = model.get_layer(TOKEN_EMBEDDING if shared else SOURCE_EMBEDDING)(source)
-        _, weights = model.get_layer("encoder")(
-            embedded, padding_mask=tf.not_equal(source, config.pad_id),
-            return_attention_scores=True,
-        )  # fmt: skip  # N x (1, heads, src_len, src_len)
-        rows = source_pieces
-    else:
-        translator = Translator(model, tokenizer, config, beam_size=beam_size, alpha=alpha)
-        ids, _ = translator.search_function(1)(source)  # (1, 1, len)
+    translation, target = "", None
+    rows = source_pieces
+    if kind == "cross":
+        ids, _ = Translator(model, tokenizer, search).search_function(1)(source)  # (1, 1, len)
         translation = tokenizer.detokenize(ids[:, 0]).numpy()[0].decode("utf-8")
         output = [int(t) for t in ids[0, 0].numpy() if t != config.pad_id]
         output = output[: output.index(config.eos_id) + 1] if config.eos_id in output else output
-        memory, mask = encode(model, source, config.pad_id)
         target = tf.constant([[config.bos_id] + output[:-1]], tf.int32)  # (1, out_len)
-        embedding = model.get_layer(TOKEN_EMBEDDING)
-        _, weights = model.get_layer("decoder")(
-            embedding(target), memory, memory_mask=mask, return_attention_scores=True
-        )  # N x (1, heads, out_len, src_len)
         rows = _pieces(tokenizer, output)  # row t: attention while producing output token t
+    weights = model.attention_weights(source, target, kind)  # N x (1, heads, rows, src_len)
     stacked = np.stack([np.asarray(w)[0] for w in weights])  # -> (layers, heads, rows, cols)
     return AttentionMaps(stacked, rows, source_pieces, kind, translation)
 

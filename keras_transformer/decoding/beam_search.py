@@ -47,13 +47,20 @@ shape invariants), and fixed-size buffers (`padded_decode=True`: static shapes, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], "tuple[tf.Tensor, Any]"]
-NEG_INF = float("-inf")  # log-probability of dead beams and empty finished slots
+from keras_transformer.decoding.loop import (
+    NEG_INF,
+    SymbolsToLogitsFn,
+    free_last_axis,
+    growing_shape,
+    length_limits,
+    run_loop,
+    start_ids,
+    write_token,
+)
 
 
 class BeamState(NamedTuple):
@@ -83,20 +90,6 @@ def _flatten_beams(tensor) -> tf.Tensor:
     return tf.reshape(tensor, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))
 
 
-def _growing_shape(tensor) -> tf.TensorShape:
-    """Shape invariant of a growing loop variable: every dimension free but the last."""
-    shape = tensor.shape
-    return tf.TensorShape([None] * (shape.rank - 1) + [shape[-1]])
-
-
-def _write_token(ids, tokens, position, padded: bool, pad_id: int):
-    """Put `tokens (batch, k)` at `position` of `ids (batch, k, length)`."""
-    if not padded:
-        return tf.concat([ids, tokens[:, :, None]], axis=2)  # -> (batch, k, length + 1)
-    at = tf.equal(tf.range(tf.shape(ids)[2]), position)  # (length,)
-    return tf.where(at[None, None, :], tokens[:, :, None], ids)  # (batch, k, length)
-
-
 class _Search:
     """One beam search; `step_fn` is the `tf.while_loop` body."""
 
@@ -121,7 +114,7 @@ class _Search:
         topk_beam = topk_index // self.vocab_size  # int32: (batch, 2 * beam)
         topk_tokens = topk_index % self.vocab_size  # int32: (batch, 2 * beam)
         topk_ids = tf.gather(state.alive_ids, topk_beam, batch_dims=1)  # (b, 2beam, length)
-        topk_ids = _write_token(topk_ids, topk_tokens, state.step + 1, self.padded, self.pad_id)
+        topk_ids = write_token(topk_ids, topk_tokens, state.step + 1, self.padded, self.pad_id)
         return topk_log_probs, topk_ids, topk_beam, topk_tokens, new_cache
 
     def step_fn(self, state: BeamState) -> BeamState:
@@ -177,8 +170,7 @@ class _Search:
 def _initial_state(initial_ids, initial_cache, beam_size, max_len, padded, pad_id) -> BeamState:
     batch = tf.shape(initial_ids)[0]
     ids = tf.tile(tf.cast(initial_ids, tf.int32)[:, None, None], [1, beam_size, 1])  # (b, k, 1)
-    if padded:  # -> (batch, beam, max_len + 1)
-        ids = tf.pad(ids, [[0, 0], [0, 0], [0, max_len]], constant_values=pad_id)
+    ids = start_ids(ids, max_len, padded, pad_id)  # padded: -> (batch, beam, max_len + 1)
     first = tf.one_hot(0, beam_size, on_value=0.0, off_value=NEG_INF)  # only beam 0 is live
     return BeamState(
         step=tf.constant(0, tf.int32),
@@ -187,20 +179,6 @@ def _initial_state(initial_ids, initial_cache, beam_size, max_len, padded, pad_i
         alive_cache=tf.nest.map_structure(lambda t: tile_beams(t, beam_size), initial_cache),
         finished_ids=tf.fill(tf.shape(ids), tf.constant(pad_id, tf.int32)),
         finished_scores=tf.fill([batch, beam_size], NEG_INF),
-    )
-
-
-def _shape_invariants(state: BeamState, padded: bool) -> BeamState:
-    if padded:
-        return tf.nest.map_structure(lambda t: t.shape, state)
-    ids_shape = tf.TensorShape([state.alive_ids.shape[0], state.alive_ids.shape[1], None])
-    return BeamState(
-        step=tf.TensorShape([]),
-        alive_ids=ids_shape,
-        alive_log_probs=state.alive_log_probs.shape,
-        alive_cache=tf.nest.map_structure(_growing_shape, state.alive_cache),
-        finished_ids=ids_shape,
-        finished_scores=state.finished_scores.shape,
     )
 
 
@@ -267,18 +245,14 @@ def beam_search(
     """
     _check_args(vocab_size, beam_size, n_best, alpha)
     initial_ids = tf.convert_to_tensor(initial_ids)
-    max_len = tf.cast(max_decode_length, tf.int32)
-    limits = tf.fill(tf.shape(initial_ids)[:1], max_len)  # (batch,)
-    if max_lengths is not None:
-        limits = tf.minimum(tf.cast(max_lengths, tf.int32), max_len)
+    max_len, limits = length_limits(initial_ids, max_decode_length, max_lengths)
     search = _Search(symbols_to_logits_fn, vocab_size, beam_size, alpha, limits, max_len,
                      eos_id, pad_id, padded_decode, stop_early, n_best)  # fmt: skip
     state = _initial_state(initial_ids, initial_cache, beam_size, max_len, padded_decode, pad_id)
-    final = tf.while_loop(
-        search.keep_going,
-        lambda s: (search.step_fn(s),),
-        (state,),
-        shape_invariants=(_shape_invariants(state, padded_decode),),
-        maximum_iterations=max_len,
-    )[0]
+    growing = dict(
+        alive_ids=free_last_axis(state.alive_ids),
+        alive_cache=tf.nest.map_structure(growing_shape, state.alive_cache),
+        finished_ids=free_last_axis(state.finished_ids),
+    )
+    final = run_loop(search.keep_going, search.step_fn, state, padded_decode, growing, max_len)
     return final.finished_ids[:, :n_best], final.finished_scores[:, :n_best]

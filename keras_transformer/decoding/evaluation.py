@@ -1,6 +1,6 @@
 """BLEU and chrF of beam-search translations, scored with sacrebleu.
 
-    result = evaluate_bleu(model, tokenizer, config, pairs, beam_size=4, alpha=0.6)
+    result = evaluate_bleu(model, tokenizer, pairs, SearchOptions(beam_size=4, alpha=0.6))
     print(format_report(result))
 
 Three figures, all on detokenized hypotheses against the raw references:
@@ -21,11 +21,11 @@ import logging
 import os
 from collections.abc import Iterable
 
-import keras
 from sacrebleu.metrics import BLEU, CHRF
 
-from keras_transformer.config import TransformerConfig
+from keras_transformer.config import SearchOptions
 from keras_transformer.decoding.translator import Translator
+from keras_transformer.model import Transformer
 
 logger = logging.getLogger("keras_transformer")
 
@@ -54,23 +54,20 @@ def write_lines(path: str, lines: Iterable[str]) -> None:
 
 
 def evaluate_bleu(
-    model: keras.Model,
+    model: Transformer,
     tokenizer,
-    config: TransformerConfig,
     pairs: Iterable[tuple[str, str]],
-    beam_size: int = 4,
-    alpha: float = 0.6,
+    search: SearchOptions | None = None,
     batch_size: int = 64,
-    max_extra_length: int = 50,
     output_path: str | None = None,
     progress: bool = True,
 ) -> dict:
     """Translate the sources of `pairs` with beam search and score them against the targets.
 
     Args:
-        model, tokenizer, config: as from `keras_transformer.artifacts.load_trained`.
+        model, tokenizer: as from `keras_transformer.artifacts.load_trained`.
         pairs: `(source, reference)` strings, e.g. `corpus.read_pairs("sample_en_de", "test")`.
-        beam_size, alpha, max_extra_length: the search (paper: 4, 0.6, 50).
+        search: `SearchOptions` (default: the paper's beam 4, alpha 0.6, +50 tokens).
         batch_size: sources per batch; batches hold sources of similar length.
         output_path: where to write the hypotheses, one per line in the input order.
         progress: show a tqdm progress bar.
@@ -86,13 +83,13 @@ def evaluate_bleu(
         raise ValueError("pairs is empty: nothing to evaluate.")
     sources = [source for source, _ in pairs]
     references = [reference for _, reference in pairs]
-    translator = Translator(model, tokenizer, config, beam_size=beam_size, alpha=alpha,
-                            max_extra_length=max_extra_length)  # fmt: skip
+    search = search or SearchOptions()
+    translator = Translator(model, tokenizer, search)
     hypotheses, scores = translator.translate(sources, batch_size=batch_size, progress=progress)
     result = score_translations(hypotheses, references)
     result.update(
-        beam_size=beam_size,
-        alpha=alpha,
+        beam_size=search.beam_size,
+        alpha=search.alpha,
         mean_score=float(sum(scores) / len(scores)),
         hypotheses_path=output_path,
     )

@@ -1,8 +1,8 @@
-"""Incremental (cached) decoding with the trained layers of a `build_transformer` model.
+"""Incremental (cached) decoding with the trained layers of a `Transformer` model.
 
 The encoder runs once per batch; `init_cache` projects the encoder-decoder keys/values once per
 source; those and the memory mask are tiled by beam once and captured by the step function,
-which feeds one token per step through `keras_transformer.model.decode`, so a step costs
+which feeds one token per step through `Transformer.decode`, so a step costs
 O(current length) (attention over the cached keys), never a re-run of the decoder.
 
     fn, cache = incremental_decoder(model, memory, memory_mask, beam_size=4)
@@ -11,15 +11,15 @@ O(current length) (attention over the cached keys), never a re-run of the decode
 
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
 
-from keras_transformer.decoding.beam_search import SymbolsToLogitsFn, tile_beams
-from keras_transformer.model import decode, init_cache
+from keras_transformer.decoding.beam_search import tile_beams
+from keras_transformer.decoding.loop import SymbolsToLogitsFn
+from keras_transformer.model import Transformer
 
 
 def incremental_decoder(
-    model: keras.Model,
+    model: Transformer,
     memory,
     memory_mask,
     beam_size: int = 1,
@@ -28,8 +28,8 @@ def incremental_decoder(
     """The `symbols_to_logits_fn` of `beam_search` / `sample` for `model`, and its cache.
 
     Args:
-        model: from `build_transformer`.
-        memory: encoder output `(batch, src_len, d_model)` from `keras_transformer.model.encode`.
+        model: a `Transformer`.
+        memory: encoder output `(batch, src_len, d_model)` from `model.encode`.
         memory_mask: boolean `(batch, src_len)`.
         beam_size: rows per source the search will use (1 for `sample`).
         max_decode_length: None for a growing self-attention cache; an int (or scalar tensor,
@@ -42,7 +42,7 @@ def incremental_decoder(
         tiles it by beam and reorders it. The encoder-decoder keys/values `(batch * beam, h,
         src_len, d_k)` and the mask `(batch * beam, src_len)` live in the closure, tiled once.
     """
-    cache = init_cache(model, memory, max_length=max_decode_length)  # per source
+    cache = model.init_cache(memory, max_length=max_decode_length)  # per source
     cross = [
         tf.nest.map_structure(lambda t: tile_beams(t, beam_size), layer["cross"]) for layer in cache
     ]  # each: (batch * beam, h, src_len, d_k)
@@ -54,8 +54,8 @@ def incremental_decoder(
         # dynamic bounds XLA cannot size statically
         tokens = tf.gather(ids, tf.reshape(step, [1]), axis=1)
         layer_caches = [{"self": s, "cross": c} for s, c in zip(self_cache, cross)]
-        logits, new_cache = decode(
-            model, tokens, mask, layer_caches, cache_update_index=step if padded else None
+        logits, new_cache = model.decode(
+            tokens, mask, layer_caches, cache_update_index=step if padded else None
         )  # logits: (batch * beam, 1, vocab)
         return logits[:, 0, :], [layer["self"] for layer in new_cache]
 

@@ -15,11 +15,15 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.decoding.beam_search import (
+from keras_transformer.decoding.loop import (
     NEG_INF,
     SymbolsToLogitsFn,
-    _growing_shape,
-    _write_token,
+    free_last_axis,
+    growing_shape,
+    length_limits,
+    run_loop,
+    start_ids,
+    write_token,
 )
 
 METHODS = ("greedy", "top_k", "top_p")
@@ -95,7 +99,7 @@ class _Sampler:
         chosen = tf.gather(tf.nn.log_softmax(logits), tokens, batch_dims=1)  # (batch,)
         log_probs = state.log_probs + tf.where(state.finished, 0.0, chosen)
         tokens = tf.where(state.finished, self.pad_id, tokens)  # finished rows: padding
-        ids = _write_token(state.ids[:, None], tokens[:, None], state.step + 1, self.padded,
+        ids = write_token(state.ids[:, None], tokens[:, None], state.step + 1, self.padded,
                            self.pad_id)[:, 0]  # fmt: skip  # (batch, length)
         length = state.step + 1
         finished = state.finished | tf.equal(tokens, self.eos_id) | (length >= self.limits)
@@ -139,30 +143,16 @@ def sample(
     """
     _check_args(method, top_k, top_p, temperature)
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
-    max_len = tf.cast(max_decode_length, tf.int32)
+    max_len, limits = length_limits(initial_ids, max_decode_length, max_lengths)
+    ids = start_ids(initial_ids[:, None], max_len, padded_decode, pad_id)  # (batch, 1 or max+1)
     batch = tf.shape(initial_ids)[0]
-    limits = tf.fill([batch], max_len)  # (batch,)
-    if max_lengths is not None:
-        limits = tf.minimum(tf.cast(max_lengths, tf.int32), max_len)
-    ids = initial_ids[:, None]  # (batch, 1)
-    if padded_decode:  # -> (batch, max_len + 1)
-        ids = tf.pad(ids, [[0, 0], [0, max_len]], constant_values=pad_id)
     state = SampleState(
         tf.constant(0, tf.int32), ids, tf.zeros([batch]), limits <= 0, initial_cache
     )
-    invariants = tf.nest.map_structure(lambda t: t.shape, state)
-    if not padded_decode:
-        invariants = invariants._replace(
-            ids=tf.TensorShape([ids.shape[0], None]),
-            cache=tf.nest.map_structure(_growing_shape, initial_cache),
-        )
+    growing = dict(
+        ids=free_last_axis(ids), cache=tf.nest.map_structure(growing_shape, initial_cache)
+    )
     sampler = _Sampler(symbols_to_logits_fn, method, top_k, top_p, temperature,
                        tf.cast(seed, tf.int32), limits, eos_id, pad_id, padded_decode)  # fmt: skip
-    final = tf.while_loop(
-        sampler.keep_going,
-        lambda s: (sampler.step_fn(s),),
-        (state,),
-        shape_invariants=(invariants,),
-        maximum_iterations=max_len,
-    )[0]
+    final = run_loop(sampler.keep_going, sampler.step_fn, state, padded_decode, growing, max_len)
     return final.ids, final.log_probs

@@ -3,7 +3,7 @@
 source length + 50 output tokens).
 
     ids, scores = translate_ids(model, source_ids)                 # (batch, len), (batch,)
-    translator = Translator(model, tokenizer, config)
+    translator = Translator(model, tokenizer, SearchOptions(beam_size=4))
     translator(["Hello world."])                                    # -> ["Hallo Welt."]
     translator.translate_tensors(tf.constant(["Hello world."]))     # pure TF, for export
 
@@ -19,42 +19,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import NamedTuple
 
-import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.config import TransformerConfig
+from keras_transformer.config import SearchOptions
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.incremental import incremental_decoder
-from keras_transformer.model import encode
+from keras_transformer.model import Transformer
 
 logger = logging.getLogger("keras_transformer")
 
 
-class SearchOptions(NamedTuple):
-    """Settings of one search (Python values, fixed when a function is traced)."""
-
-    beam_size: int = 4
-    alpha: float = 0.6
-    max_extra_length: int = 50
-    n_best: int = 1
-    padded_decode: bool = False
-    stop_early: bool = True
-
-
-def _model_config(model: keras.Model, config: TransformerConfig | None) -> TransformerConfig:
-    config = config if config is not None else getattr(model, "transformer_config", None)
-    if not isinstance(config, TransformerConfig):
+def _check_model(model) -> Transformer:
+    if not isinstance(model, Transformer):
         raise TypeError(
-            "Pass config=TransformerConfig (the model has no transformer_config). "
-            f"Received: config={config!r}"
+            "model must be a keras_transformer Transformer (build_transformer, a loaded .keras "
+            f"file or load_trained). Received: {type(model).__name__}"
         )
-    return config
+    return model
 
 
-def prepare_source(source_ids, config: TransformerConfig) -> tuple[tf.Tensor, tf.Tensor]:
+def prepare_source(source_ids, config) -> tuple[tf.Tensor, tf.Tensor]:
     """Right-padded source ids `(batch, src_len)` (dense or ragged) -> `(ids, lengths)`.
 
     Rows longer than `config.max_length` keep `max_length - 1` tokens and end with EOS; an
@@ -77,14 +63,15 @@ def prepare_source(source_ids, config: TransformerConfig) -> tuple[tf.Tensor, tf
 
 
 def search_ids(
-    model: keras.Model, source_ids, config: TransformerConfig, options: SearchOptions
+    model: Transformer, source_ids, options: SearchOptions
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """The numeric core of `translate_ids`, TF ops only (XLA-compatible with padded_decode).
 
     Returns int32 `(batch, n_best, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch, n_best)` scores."""
+    config = model.config
     source, lengths = prepare_source(source_ids, config)
-    memory, memory_mask = encode(model, source, config.pad_id)  # once per batch
+    memory, memory_mask = model.encode(source)  # once per batch
     limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
     # Static under XLA: computed from the (padded) source width, not from its values.
     max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
@@ -125,50 +112,37 @@ def warn_if_truncated(lengths, max_length: int) -> bool:
 
 
 def translate_ids(
-    model: keras.Model,
-    source_ids,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_extra_length: int = 50,
-    n_best: int | None = None,
-    config: TransformerConfig | None = None,
-    padded_decode: bool = False,
-    stop_early: bool = True,
+    model: Transformer, source_ids, search: SearchOptions | None = None
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Beam-search translations of right-padded source ids (see the module docstring for
     lengths, truncation and empty sources).
 
     Args:
-        model: from `build_transformer`.
-        source_ids: int `(batch, src_len)`, `config.pad_id` after each source's EOS, or ragged.
-        beam_size, alpha: beam width and length penalty exponent.
-        max_extra_length: a source of n tokens gets at most n + max_extra_length output tokens.
-        n_best: None for the best hypothesis per source; k for the k best, best first.
-        config: the model's `TransformerConfig` (special ids, max_length); default
-            `model.transformer_config`.
-        padded_decode: fixed-size buffers (for XLA) instead of a growing cache.
-        stop_early: stop once no live beam can beat the kept finished hypotheses.
+        model: a `Transformer` (its `config` gives the special ids and max_length).
+        source_ids: int `(batch, src_len)`, `pad_id` after each source's EOS, or ragged.
+        search: beam size, alpha, extra length, n-best, padded decoding, early stopping
+            (default: the paper's settings, `SearchOptions()`).
 
     Returns:
-        `(ids, scores)`: int32 `(batch, len)` and float32 `(batch,)`, or with `n_best`
-        `(batch, n_best, len)` and `(batch, n_best)`. Ids exclude BOS, end with EOS (unless cut
-        by the length limit) and are padded with `pad_id`; trailing all-pad columns are
-        dropped. Scores are log P(y | x) / ((5 + |y|) / 6) ** alpha, |y| counting EOS.
+        `(ids, scores)`: int32 `(batch, len)` and float32 `(batch,)` when `search.n_best` is
+        1, else `(batch, n_best, len)` and `(batch, n_best)`, best first. Ids exclude BOS,
+        end with EOS (unless cut by the length limit) and are padded with `pad_id`; trailing
+        all-pad columns are dropped. Scores are log P(y | x) / ((5 + |y|) / 6) ** alpha, |y|
+        counting EOS.
     """
-    config = _model_config(model, config)
-    options = SearchOptions(beam_size, alpha, max_extra_length, n_best or 1, padded_decode,
-                            stop_early)  # fmt: skip
+    config = _check_model(model).config
+    search = search or SearchOptions()
     if tf.executing_eagerly():
         dense = source_ids
         if isinstance(dense, tf.RaggedTensor):
             dense = dense.to_tensor(default_value=config.pad_id)
         warn_if_truncated(np.sum(np.asarray(dense) != config.pad_id, axis=-1), config.max_length)
-    ids, scores = search_ids(model, source_ids, config, options)
+    ids, scores = search_ids(model, source_ids, search)
     used = tf.reduce_any(tf.not_equal(ids, config.pad_id), axis=[0, 1])  # (len,)
     width = tf.reduce_max(tf.concat([tf.where(used)[:, 0] + 1, [0]], 0))
-    ids = ids[:, :, :width]
-    if n_best is None:
-        return ids[:, 0], scores[:, 0]
+    ids = ids[:, :, :width]  # -> (batch, n_best, width)
+    if search.n_best == 1:
+        return ids[:, 0], scores[:, 0]  # -> (batch, width), (batch,)
     return ids, scores
 
 
@@ -176,16 +150,15 @@ class Translator(tf.Module):
     """Strings in, strings out: in-graph SentencePiece + cached beam search + detokenization.
 
     Args:
-        model: from `build_transformer`.
+        model: a `Transformer`.
         tokenizer: the model's `SubwordTokenizer`.
-        config: the model's `TransformerConfig` (default `model.transformer_config`).
-        beam_size, alpha, max_extra_length: as in `translate_ids`.
-        padded_decode: fixed-size decoding buffers (static shapes).
-        jit_compile: XLA-compile the numeric search (needs `padded_decode`; compiles once per
-            batch size and source width). Tokenization always runs outside it.
+        search: `SearchOptions` (default: the paper's); its `n_best` is ignored (each call
+            says how many it wants).
+        jit_compile: XLA-compile the numeric search (needs `search.padded_decode`; compiles
+            once per batch size and source width). Tokenization always runs outside it.
 
     Example:
-    >>> translator = Translator(model, tokenizer, config)
+    >>> translator = Translator(model, tokenizer)
     >>> translator(["Hello world."])                       # ["Hallo Welt."]
     >>> texts, scores = translator.translate(lines, batch_size=64)
     >>> translator.translate_tensors(tf.constant(["Hi"]))  # {"translations", "scores"}
@@ -193,23 +166,20 @@ class Translator(tf.Module):
 
     def __init__(
         self,
-        model: keras.Model,
+        model: Transformer,
         tokenizer,
-        config: TransformerConfig | None = None,
-        beam_size: int = 4,
-        alpha: float = 0.6,
-        max_extra_length: int = 50,
-        padded_decode: bool = False,
+        search: SearchOptions | None = None,
         jit_compile: bool = False,
         name: str | None = None,
     ):
         super().__init__(name=name)
-        if jit_compile and not padded_decode:
+        search = search or SearchOptions()
+        if jit_compile and not search.padded_decode:
             raise ValueError("jit_compile=True needs padded_decode=True (static shapes).")
-        self.model = model
+        self.model = _check_model(model)
         self.tokenizer = tokenizer
-        self.config = _model_config(model, config)
-        self.options = SearchOptions(beam_size, alpha, max_extra_length, 1, padded_decode)
+        self.config = model.config
+        self.options = search.replace(n_best=1)
         self.jit_compile = jit_compile
         self._searches = {}  # "n_best_<k>" -> tf.function over int32 (batch, src_len)
         self._warned = False
@@ -219,9 +189,9 @@ class Translator(tf.Module):
         src_len)` to `(ids (batch, n_best, len), scores (batch, n_best))`."""
         key = f"n_best_{n_best}"  # string keys: a tracked dict must be saveable
         if key not in self._searches:
-            options = self.options._replace(n_best=n_best)
+            options = self.options.replace(n_best=n_best)
             self._searches[key] = tf.function(
-                lambda source: search_ids(self.model, source, self.config, options),
+                lambda source: search_ids(self.model, source, options),
                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
                 jit_compile=self.jit_compile,
             )

@@ -6,8 +6,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_transformer.layers.base import LayerStack
 from keras_transformer.layers.decoder_layer import DecoderLayer
-from keras_transformer.layers.encoder import Encoder
 
 
 def causal_mask(query_length, key_length, start_index=0):
@@ -19,10 +19,10 @@ def causal_mask(query_length, key_length, start_index=0):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Decoder(Encoder):
+class Decoder(LayerStack):
     """N decoder layers over (scaled) target embeddings, attending to the encoder memory.
 
-    Takes the same arguments as `Encoder`.
+    Takes the same arguments as `Encoder` (both build on `layers.base.LayerStack`).
 
     Call arguments:
         inputs: target embeddings `(batch, tgt_len, d_model)`, already scaled by sqrt(d_model);
@@ -45,17 +45,10 @@ class Decoder(Encoder):
     >>> y = decoder(keras.random.normal((2, 7, 512)), keras.random.normal((2, 10, 512)))
     """
 
-    def _make_layer(self, name):
-        return DecoderLayer(name=name, dtype=self.dtype_policy, **self._layer_kwargs())
+    layer_class = DecoderLayer
 
     def build(self, inputs_shape, memory_shape=None):
-        memory_shape = inputs_shape if memory_shape is None else memory_shape
-        self.position_layer.build(inputs_shape)
-        for layer in self.layers:
-            layer.build(inputs_shape, memory_shape)
-        if self.final_norm is not None:
-            self.final_norm.build(inputs_shape)
-        self.built = True
+        self._build_stack(inputs_shape, inputs_shape if memory_shape is None else memory_shape)
 
     def init_cache(self, memory, max_length=None):
         """Per-layer caches; encoder-decoder keys/values are projected here, once."""
@@ -102,9 +95,7 @@ class Decoder(Encoder):
             all_weights.append(weights)
             if cache is not None:
                 new_cache.append(out[2])
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        results = [x]
+        results = [self._final_norm(x)]
         if return_attention_scores:
             results.append(all_weights)
         if cache is not None:

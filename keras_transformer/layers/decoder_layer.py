@@ -6,15 +6,14 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_transformer.layers.encoder_layer import EncoderLayer
-from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.base import SublayerBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class DecoderLayer(EncoderLayer):
+class DecoderLayer(SublayerBlock):
     """Masked self-attention + encoder-decoder attention + FFN, with a key/value cache.
 
-    Takes the same arguments as `EncoderLayer`.
+    Takes the same arguments as `EncoderLayer` (both build on `layers.base.SublayerBlock`).
 
     Call arguments:
         inputs: `(batch, tgt_len, d_model)`.
@@ -40,15 +39,15 @@ class DecoderLayer(EncoderLayer):
     """
 
     def build(self, inputs_shape, memory_shape=None):
-        super().build(inputs_shape)
         memory_shape = inputs_shape if memory_shape is None else memory_shape
-        key_dim = self.key_dim or inputs_shape[-1] // self.num_heads
-        self.cross_attention = MultiHeadAttention(
-            self.num_heads, key_dim, self.value_dim, self.attention_dropout,
-            dtype=self.dtype_policy, name="cross_attention",
-        )  # fmt: skip
+        self.self_attention = self._attention("self_attention", inputs_shape)
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.attention_norm = self._layer_norm("attention_norm", inputs_shape)
+        self._build_feed_forward(inputs_shape)
+        self.cross_attention = self._attention("cross_attention", inputs_shape)
         self.cross_attention.build(inputs_shape, memory_shape)
         self.cross_attention_norm = self._layer_norm("cross_attention_norm", inputs_shape)
+        self.built = True
 
     def call(
         self,
@@ -89,10 +88,7 @@ class DecoderLayer(EncoderLayer):
 
         x, _ = self._residual(inputs, self_attend, self.attention_norm, training)
         x, (weights,) = self._residual(x, cross_attend, self.cross_attention_norm, training)
-        x, _ = self._residual(
-            x, lambda h: (self.feed_forward(h, training=training),), self.feed_forward_norm,
-            training,
-        )  # fmt: skip
+        x = self._feed_forward_block(x, training)
         results = [x]
         if return_attention_scores:
             results.append(weights)

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import keras
 
-from keras_transformer.layers.encoder_layer import EncoderLayer, check_norm_position
-from keras_transformer.layers.learned_positional_encoding import LearnedPositionalEncoding
-from keras_transformer.layers.positional_encoding import PositionalEncoding
-
-POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
-
-
-def make_positional_encoding(kind: str, max_length: int, dtype) -> keras.layers.Layer:
-    if kind == "sinusoidal":
-        return PositionalEncoding(dtype=dtype, name="positional_encoding")
-    if kind == "learned":
-        return LearnedPositionalEncoding(max_length, dtype=dtype, name="positional_encoding")
-    raise ValueError(
-        f"positional_encoding must be one of {POSITIONAL_ENCODINGS}. Received: {kind!r}"
-    )
+from keras_transformer.layers.base import LayerStack
+from keras_transformer.layers.encoder_layer import EncoderLayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Encoder(keras.layers.Layer):
+class Encoder(LayerStack):
     """N encoder layers over (scaled) source embeddings.
 
     Args:
@@ -49,73 +36,10 @@ class Encoder(keras.layers.Layer):
     >>> memory = encoder(keras.random.normal((2, 10, 512)))
     """
 
-    def __init__(
-        self,
-        num_layers: int,
-        num_heads: int,
-        d_ff: int,
-        key_dim: int | None = None,
-        value_dim: int | None = None,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        norm_position: str = "post",
-        layer_norm_epsilon: float = 1e-6,
-        positional_encoding: str = "sinusoidal",
-        max_length: int = 256,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if not isinstance(num_layers, int) or num_layers <= 0:
-            raise ValueError(f"num_layers must be a positive int. Received: {num_layers!r}")
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.d_ff = d_ff
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.norm_position = check_norm_position(norm_position)
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.positional_encoding = positional_encoding
-        self.max_length = max_length
-        self.position_layer = make_positional_encoding(
-            positional_encoding, max_length, self.dtype_policy
-        )
-        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
-        self.layers = [self._make_layer(f"layer_{i}") for i in range(num_layers)]
-        self.final_norm = None
-        if norm_position == "pre":
-            self.final_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="final_norm"
-            )
-
-    def _layer_kwargs(self):
-        return dict(
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            key_dim=self.key_dim,
-            value_dim=self.value_dim,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            norm_position=self.norm_position,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-        )
-
-    def _make_layer(self, name):
-        return EncoderLayer(name=name, dtype=self.dtype_policy, **self._layer_kwargs())
+    layer_class = EncoderLayer
 
     def build(self, input_shape):
-        self.position_layer.build(input_shape)
-        for layer in self.layers:
-            layer.build(input_shape)
-        if self.final_norm is not None:
-            self.final_norm.build(input_shape)
-        self.built = True
-
-    def embed_positions(self, inputs, start_index=0, training=None):
-        """Dropout(embeddings + PE(start_index + t)): `(batch, len, d_model)`."""
-        x = inputs + self.position_layer(inputs, start_index=start_index)
-        return self.embedding_dropout(x, training=training)
+        self._build_stack(input_shape)
 
     def call(self, inputs, padding_mask=None, training=None, return_attention_scores=False):
         x = self.embed_positions(inputs, training=training)
@@ -125,14 +49,5 @@ class Encoder(keras.layers.Layer):
                 x, padding_mask=padding_mask, training=training, return_attention_scores=True
             )
             all_weights.append(weights)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
+        x = self._final_norm(x)
         return (x, all_weights) if return_attention_scores else x
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"num_layers": self.num_layers, **self._layer_kwargs()})
-        config.update(
-            {"positional_encoding": self.positional_encoding, "max_length": self.max_length}
-        )
-        return config

@@ -234,18 +234,12 @@ def train(cfg: TrainingConfig, evaluate: bool = True) -> dict[str, Any]:
 
 def evaluate_test_split(model, tokenizer, config, cfg: TrainingConfig) -> dict[str, Any]:
     """BLEU/chrF of the final weights on the test split (beam search, paper settings)."""
+    from keras_transformer.config import SearchOptions
     from keras_transformer.decoding.evaluation import evaluate_bleu
 
     pairs = list(
         corpus.read_pairs(cfg.dataset, "test", data_dir=cfg.data_dir, limit=cfg.eval_limit)
     )
     output = artifacts.path(cfg.model_dir, "test.hyp.txt")
-    return evaluate_bleu(
-        model,
-        tokenizer,
-        config,
-        pairs,
-        beam_size=cfg.eval_beam_size,
-        alpha=cfg.eval_alpha,
-        output_path=output,
-    )
+    search = SearchOptions(beam_size=cfg.eval_beam_size, alpha=cfg.eval_alpha)
+    return evaluate_bleu(model, tokenizer, pairs, search, output_path=output)

@@ -1,0 +1,22 @@
+"""Choices and fixed ids written once, for the config, the layers and the data pipeline.
+
+Plain Python (no TensorFlow or Keras import), so every module can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# Special ids of every vocabulary this project trains (SentencePiece, see data/tokenizer.py):
+# the model, the data pipeline and decoding all read them from here.
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned")  # paper, section 3.5 / Table 3 row (E)
+NORM_POSITIONS = ("post", "pre")  # LayerNorm(x + Sublayer(x)) (paper) or x + Sublayer(LN(x))
+
+
+def check_choice(name: str, value, choices: Sequence):
+    """Return `value` if it is one of `choices`, else raise a ValueError naming it."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}. Received: {name}={value!r}")
+    return value
