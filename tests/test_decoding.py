@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from model_dir_fixture import make_model_dir
 
-from keras_transformer import TransformerConfig, artifacts, build_transformer, encode
+from keras_transformer import SearchOptions, TransformerConfig, artifacts, build_transformer
 from keras_transformer.decoding import (
     Translator,
     incremental_decoder,
@@ -28,8 +28,8 @@ PAD, BOS, EOS = 0, 2, 3
 def _eos_prone(model, config, strength=1.5):
     """Push the decoder output towards the EOS embedding so hypotheses end at varied
     lengths (an untrained model never emits EOS)."""
-    eos = model.get_layer("token_embedding").embeddings.numpy()[config.eos_id]
-    last_norm = model.get_layer("decoder").layers[-1].feed_forward_norm
+    eos = model.token_embedding.embeddings.numpy()[config.eos_id]
+    last_norm = model.decoder.layers[-1].feed_forward_norm
     last_norm.beta.assign(strength * eos / np.linalg.norm(eos))
     return model
 
@@ -83,7 +83,7 @@ def test_cached_decoding_matches_full_pass(model, config, padded):
     target = np.concatenate([np.full((3, 1), BOS), rng.integers(4, 48, (3, 7))], 1)
     full = model({"source": source, "target": target}).numpy()  # (3, 8, vocab)
     beam = 2
-    memory, mask = encode(model, tf.constant(source), PAD)
+    memory, mask = model.encode(tf.constant(source))
     fn, cache = incremental_decoder(model, memory, mask, beam, 8 if padded else None)
     cache = tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), cache)
     ids = tf.constant(np.repeat(target, beam, axis=0), tf.int32)  # (batch * beam, 8)
@@ -97,7 +97,7 @@ def test_cached_decoding_matches_full_pass(model, config, padded):
 def test_scores_are_model_log_probs_over_length_penalty(model, config):
     rng = np.random.default_rng(1)
     source = _sources(rng, [6, 9, 4], config.vocab_size)
-    ids, scores = translate_ids(model, source, n_best=3, max_extra_length=8)
+    ids, scores = translate_ids(model, source, SearchOptions(n_best=3, max_extra_length=8))
     ids, scores = ids.numpy(), scores.numpy()
     assert ids.shape[:2] == scores.shape == (3, 3)
     assert np.all(np.diff(scores, axis=1) <= 0)
@@ -114,9 +114,12 @@ def test_scores_are_model_log_probs_over_length_penalty(model, config):
 
 def test_padded_decode_and_growing_cache_agree(model, config):
     source = _sources(np.random.default_rng(2), [7, 3], config.vocab_size)
-    grow_ids, grow_scores = translate_ids(model, source, n_best=4, max_extra_length=6)
-    pad_ids, pad_scores = translate_ids(model, source, n_best=4, max_extra_length=6,
-                                        padded_decode=True)  # fmt: skip
+    grow_ids, grow_scores = translate_ids(
+        model, source, SearchOptions(n_best=4, max_extra_length=6)
+    )
+    pad_ids, pad_scores = translate_ids(
+        model, source, SearchOptions(n_best=4, max_extra_length=6, padded_decode=True)
+    )
     np.testing.assert_array_equal(grow_ids.numpy(), pad_ids.numpy())
     np.testing.assert_allclose(grow_scores.numpy(), pad_scores.numpy(), atol=1e-5)
 
@@ -125,11 +128,12 @@ def test_mixed_batch_gives_what_each_source_gives_alone(model, config):
     rng = np.random.default_rng(3)
     lengths = [1, 30, 4, 60]  # [EOS] alone, long, short, longer than max_length=40
     source = _sources(rng, lengths, config.vocab_size)
-    ids, scores = translate_ids(model, source, max_extra_length=5)
+    ids, scores = translate_ids(model, source, SearchOptions(max_extra_length=5))
     assert ids.shape[0] == 4 and scores.shape == (4,)
     for row, n in enumerate(lengths):
-        alone_ids, alone_score = translate_ids(model, source[row : row + 1, :n],
-                                               max_extra_length=5)  # fmt: skip
+        alone_ids, alone_score = translate_ids(
+            model, source[row : row + 1, :n], SearchOptions(max_extra_length=5)
+        )
         assert _hypothesis(ids.numpy()[row]) == _hypothesis(alone_ids.numpy()[0])
         np.testing.assert_allclose(scores.numpy()[row], alone_score.numpy()[0], atol=1e-4)
         limit = min(min(n, config.max_length) + 5, config.max_length)
@@ -138,35 +142,41 @@ def test_mixed_batch_gives_what_each_source_gives_alone(model, config):
 
 def test_empty_and_too_long_sources(model, config, caplog):
     empty = tf.zeros((2, 0), tf.int32)  # no tokens at all: each source becomes [EOS]
-    ids, scores = translate_ids(model, empty, max_extra_length=3)
-    eos_only, eos_scores = translate_ids(model, tf.constant([[EOS]]), max_extra_length=3)
+    ids, scores = translate_ids(model, empty, SearchOptions(max_extra_length=3))
+    eos_only, eos_scores = translate_ids(
+        model, tf.constant([[EOS]]), SearchOptions(max_extra_length=3)
+    )
     assert _hypothesis(ids.numpy()[0]) == _hypothesis(eos_only.numpy()[0])
     np.testing.assert_allclose(scores.numpy()[0], eos_scores.numpy()[0], atol=1e-5)
     too_long = _sources(np.random.default_rng(4), [100], config.vocab_size)
     cut = np.concatenate([too_long[:, : config.max_length - 1], [[EOS]]], 1)
     with caplog.at_level(logging.WARNING, logger="keras_transformer"):
-        long_ids, _ = translate_ids(model, too_long, max_extra_length=3)
+        long_ids, _ = translate_ids(model, too_long, SearchOptions(max_extra_length=3))
     assert sum("truncated" in r.getMessage() for r in caplog.records) == 1
-    cut_ids, _ = translate_ids(model, cut, max_extra_length=3)
+    cut_ids, _ = translate_ids(model, cut, SearchOptions(max_extra_length=3))
     np.testing.assert_array_equal(long_ids.numpy(), cut_ids.numpy())
     assert long_ids.shape[1] <= config.max_length
 
 
 def test_n_best_shapes_and_ragged_input(model, config):
     ragged = tf.ragged.constant([[5, 6, EOS], [7, EOS]])
-    best_ids, best_scores = translate_ids(model, ragged, beam_size=3, max_extra_length=4)
+    best_ids, best_scores = translate_ids(
+        model, ragged, SearchOptions(beam_size=3, max_extra_length=4)
+    )
     assert best_ids.shape.rank == 2 and best_scores.shape == (2,)
-    ids, scores = translate_ids(model, ragged, beam_size=3, n_best=3, max_extra_length=4)
+    ids, scores = translate_ids(
+        model, ragged, SearchOptions(beam_size=3, n_best=3, max_extra_length=4)
+    )
     assert ids.shape[:2] == (2, 3) and scores.shape == (2, 3)
     np.testing.assert_allclose(scores.numpy()[:, 0], best_scores.numpy(), atol=1e-6)
     assert np.all(np.diff(scores.numpy(), axis=1) <= 0)
-    with pytest.raises(ValueError, match="n_best"):
-        translate_ids(model, ragged, beam_size=2, n_best=3)
+    with pytest.raises(ValueError, match="n_best=3, beam_size=2"):
+        translate_ids(model, ragged, SearchOptions(beam_size=2, n_best=3))
 
 
 def test_greedy_is_the_argmax_chain_and_beam_one(model, config):
     source = _sources(np.random.default_rng(5), [6, 3], config.vocab_size)
-    memory, mask = encode(model, tf.constant(source), PAD)
+    memory, mask = model.encode(tf.constant(source))
     fn, cache = incremental_decoder(model, memory, mask)
     greedy, log_probs = sample(fn, tf.fill([2], BOS), cache, 10, EOS)
     for item in range(2):  # reference: re-run the full model on the growing prefix
@@ -175,8 +185,9 @@ def test_greedy_is_the_argmax_chain_and_beam_one(model, config):
             logits = model({"source": source[item : item + 1], "target": np.array([prefix])})
             prefix.append(int(np.argmax(logits.numpy()[0, -1])))
         assert _hypothesis(greedy.numpy()[item, 1:]) == prefix[1:]
-    beam_ids, beam_scores = translate_ids(model, source, beam_size=1, alpha=0.0,
-                                          max_extra_length=10 - 6)  # fmt: skip
+    beam_ids, beam_scores = translate_ids(
+        model, source, SearchOptions(beam_size=1, alpha=0.0, max_extra_length=10 - 6)
+    )
     assert _hypothesis(beam_ids.numpy()[0]) == _hypothesis(greedy.numpy()[0, 1:])
     np.testing.assert_allclose(beam_scores.numpy()[0], log_probs.numpy()[0], atol=1e-5)
 
@@ -193,8 +204,7 @@ def _fixed_logits_fn(logits):
 def test_top_k_sampling_stays_in_the_top_k():
     logits = np.array([0.3, 2.0, -1.0, 1.5, 0.9, 1.2, -0.5, 0.0], np.float32)
     fn = _fixed_logits_fn(logits)
-    ids, _ = sample(fn, tf.fill([400], 0), {}, 6, eos_id=99, method="top_k", top_k=3,
-                    seed=(1, 2))  # fmt: skip
+    ids, _ = sample(fn, tf.fill([400], 0), {}, 6, eos_id=99, method="top_k", top_k=3, seed=(1, 2))
     emitted = set(ids.numpy()[:, 1:].ravel().tolist())
     assert emitted == {1, 3, 5}  # the three largest logits, each drawn
     again, _ = sample(fn, tf.fill([400], 0), {}, 6, 99, method="top_k", top_k=3, seed=(1, 2))
@@ -225,7 +235,7 @@ def test_filters_match_numpy():
 def test_translator_strings_batches_and_export_signature(model_dir, caplog):
     model, config, tokenizer = artifacts.load_trained(model_dir)
     _eos_prone(model, config)
-    translator = Translator(model, tokenizer, config, max_extra_length=6)
+    translator = Translator(model, tokenizer, SearchOptions(max_extra_length=6))
     texts = ["The cat sleeps number 3.", "", "Der Hund", "Le chat dort number 12 " * 3]
     outputs, scores = translator(texts, return_scores=True)
     assert len(outputs) == len(scores) == 4 and all(isinstance(t, str) for t in outputs)
@@ -236,14 +246,29 @@ def test_translator_strings_batches_and_export_signature(model_dir, caplog):
     serve = tf.function(translator.translate_tensors, input_signature=[signature])
     served = serve(tf.constant(texts))
     assert [t.decode() for t in served["translations"].numpy()] == outputs
-    n_best = tf.function(lambda t: translator.translate_tensors_n_best(t, 3),
-                         input_signature=[signature])(tf.constant(texts[:2]))  # fmt: skip
+    n_best = tf.function(
+        lambda t: translator.translate_tensors_n_best(t, 3), input_signature=[signature]
+    )(tf.constant(texts[:2]))
     assert n_best["translations"].shape == (2, 3) and n_best["scores"].shape == (2, 3)
     assert [t.decode() for t in n_best["translations"].numpy()[:, 0]] == outputs[:2]
     with caplog.at_level(logging.WARNING, logger="keras_transformer"):
         for _ in range(2):  # longer than max_length=64 pieces: one warning per Translator
             assert len(translator(["number 7 " * 40])) == 1
     assert sum("truncated" in r.getMessage() for r in caplog.records) == 1
-    xla = Translator(model, tokenizer, config, max_extra_length=6, padded_decode=True,
-                     jit_compile=True)  # fmt: skip
+    padded = SearchOptions(max_extra_length=6, padded_decode=True)
+    xla = Translator(model, tokenizer, padded, jit_compile=True)
     assert xla(texts[:2]) == outputs[:2]
+
+
+def test_keras_file_round_trip_decodes_without_config(model, config, tmp_path):
+    """A reloaded `.keras` file carries its TransformerConfig: decoding needs nothing else."""
+    source = _sources(np.random.default_rng(11), [6, 3], config.vocab_size)
+    search = SearchOptions(n_best=2, max_extra_length=5)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.config == config
+    ids, scores = translate_ids(model, source, search)
+    loaded_ids, loaded_scores = translate_ids(loaded, source, search)
+    np.testing.assert_array_equal(loaded_ids.numpy(), ids.numpy())
+    np.testing.assert_allclose(loaded_scores.numpy(), scores.numpy(), atol=1e-6)

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import TransformerConfig, build_transformer, decode, encode, init_cache
+from keras_transformer import TransformerConfig, build_transformer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB, PAD, BOS = 50, 0, 2
@@ -23,9 +23,9 @@ FIRST_WORD = 4  # ids 0..3 are pad, unk, bos, eos
 
 
 def tiny_config(**overrides) -> TransformerConfig:
-    values = dict(num_layers=2, d_model=16, d_ff=32, num_heads=2, dropout=0.0, max_length=32)
-    values.update(overrides)
-    return TransformerConfig(vocab_size=VOCAB, **values)
+    values = dict(vocab_size=VOCAB, num_layers=2, d_model=16, d_ff=32, num_heads=2, dropout=0.0)
+    values.update(max_length=32, **overrides)
+    return TransformerConfig(**values)
 
 
 def perturbed_model(config: TransformerConfig, seed: int = 0) -> keras.Model:
@@ -122,15 +122,27 @@ def test_parameter_count_of_variants(overrides):
         ({"norm_position": "sandwich"}, "sandwich"),
         ({"num_layers": 0}, "num_layers=0"),
         ({"d_ff": 2.5}, "d_ff=2.5"),
-        ({"bos_id": 0}, "'bos_id': 0"),  # same id as pad
-        ({"eos_id": 1}, "'eos_id': 1"),  # same id as unk
-        ({"pad_id": VOCAB}, f"pad_id={VOCAB}"),
+        ({"vocab_size": 3}, "vocab_size=3"),  # no room for the special ids 0..3
     ],
 )
 def test_config_rejects_bad_values(overrides, bad):
     with pytest.raises(ValueError, match="Received") as error:
         tiny_config(**overrides)
     assert bad in str(error.value)
+
+
+def test_special_ids_come_from_the_vocabulary_layout():
+    from keras_transformer import constants
+
+    config = tiny_config()
+    ids = (config.pad_id, config.unk_id, config.bos_id, config.eos_id)
+    assert ids == (constants.PAD_ID, constants.UNK_ID, constants.BOS_ID, constants.EOS_ID)
+    assert "pad_id" not in config.to_dict()  # not a field: it cannot disagree with the data
+    # config.json files of earlier versions carry the ids: equal ones load, others are refused
+    legacy = {**config.to_dict(), "pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
+    assert TransformerConfig.from_dict(legacy) == config
+    with pytest.raises(ValueError, match="bos_id"):
+        TransformerConfig.from_dict({**legacy, "bos_id": 5})
 
 
 def test_config_presets_have_the_papers_values():
@@ -231,12 +243,11 @@ def test_cached_decoding_equals_full_pass(overrides, fixed_cache):
     target = target_ids(rng, 2, length)
     full = logits_of(model, source, target)  # (batch, length, vocab)
 
-    memory, memory_mask = encode(model, source)
-    cache = init_cache(model, memory, max_length=length if fixed_cache else None)
+    memory, memory_mask = model.encode(source)
+    cache = model.init_cache(memory, max_length=length if fixed_cache else None)
     start = 0
     for step_len in (2, 1, 1, 1, 1):  # a two-token prefix, then one token per step
-        logits, cache = decode(
-            model,
+        logits, cache = model.decode(
             target[:, start : start + step_len],
             memory_mask,
             cache,
@@ -298,8 +309,8 @@ def test_save_and_load_gives_identical_logits(tmp_path, overrides):
     loaded = keras.saving.load_model(path)
     np.testing.assert_array_equal(logits_of(loaded, source, target), logits)
     # The loaded model still decodes step by step with the cache.
-    memory, memory_mask = encode(loaded, source)
-    step_logits, _ = decode(loaded, target[:, :1], memory_mask, init_cache(loaded, memory))
+    memory, memory_mask = loaded.encode(source)
+    step_logits, _ = loaded.decode(target[:, :1], memory_mask, loaded.init_cache(memory))
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(step_logits)[:, 0], logits[:, 0], atol=1e-5
     )
@@ -315,8 +326,8 @@ def test_mixed_bfloat16_model_builds_and_gives_float32_logits():
         assert keras.backend.standardize_dtype(logits.dtype) == "float32"
         assert all(w.dtype == "float32" for w in model.weights)
         assert np.all(np.isfinite(keras.ops.convert_to_numpy(logits)))
-        memory, memory_mask = encode(model, source)
-        step_logits, _ = decode(model, target[:, :1], memory_mask, init_cache(model, memory))
+        memory, memory_mask = model.encode(source)
+        step_logits, _ = model.decode(target[:, :1], memory_mask, model.init_cache(memory))
         assert keras.backend.standardize_dtype(step_logits.dtype) == "float32"
     finally:
         keras.mixed_precision.set_dtype_policy("float32")
@@ -329,7 +340,7 @@ JAX_SCRIPT = textwrap.dedent(
     import sys
     import numpy as np
     import keras
-    from keras_transformer import TransformerConfig, build_transformer, decode, encode, init_cache
+    from keras_transformer import TransformerConfig, build_transformer
 
     assert keras.backend.backend() == "jax", keras.backend.backend()
     data = np.load(sys.argv[1])
@@ -337,9 +348,9 @@ JAX_SCRIPT = textwrap.dedent(
     model = build_transformer(config)
     model.set_weights([data[f"w{i}"] for i in range(int(data["num_weights"]))])
     logits = model({"source": data["source"], "target": data["target"]})
-    memory, memory_mask = encode(model, data["source"])
-    cache = init_cache(model, memory, max_length=data["target"].shape[1])
-    step, cache = decode(model, data["target"][:, :1], memory_mask, cache, cache_update_index=0)
+    memory, memory_mask = model.encode(data["source"])
+    cache = model.init_cache(memory, max_length=data["target"].shape[1])
+    step, cache = model.decode(data["target"][:, :1], memory_mask, cache, cache_update_index=0)
     np.savez(sys.argv[2], logits=keras.ops.convert_to_numpy(logits),
              step=keras.ops.convert_to_numpy(step))
     """
