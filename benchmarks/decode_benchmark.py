@@ -25,7 +25,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer import TransformerConfig, build_transformer, encode  # noqa: E402
+from keras_transformer import TransformerConfig, build_transformer  # noqa: E402
 from keras_transformer.decoding import beam_search, incremental_decoder, sample  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def forced_search(model, config, beam_size, steps):
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def run(source):
-        memory, mask = encode(model, source, config.pad_id)
+        memory, mask = model.encode(source)
         fn, cache = incremental_decoder(model, memory, mask, beam_size)
 
         def forced(ids, step, cache):
@@ -93,8 +93,8 @@ def per_step_times(model, config, args):
     rng = np.random.default_rng(1)
     source = tf.constant(rng.integers(4, config.vocab_size, (rows, args.source_length)), tf.int32)
     tokens = tf.constant(rng.integers(4, config.vocab_size, (rows, count)), tf.int32)
-    memory, mask = encode(model, source, config.pad_id)
-    decoder, embedding = model.get_layer("decoder"), model.get_layer("token_embedding")
+    memory, mask = model.encode(source)
+    decoder, embedding = model.decoder, model.token_embedding
 
     @tf.function(reduce_retracing=True)
     def uncached(prefix):  # the whole decoder over the prefix, keep the last position

@@ -167,4 +167,6 @@ class Transformer(keras.Model):
 
 def build_transformer(config: TransformerConfig, name: str = "transformer") -> Transformer:
     """`Transformer(config)`: the paper's model (see `Transformer`)."""
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"config must be a TransformerConfig. Received: {type(config).__name__}")
     return Transformer(config, name=name)
