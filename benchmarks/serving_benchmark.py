@@ -6,9 +6,10 @@
 
 Sources are the English side of the bundled sample test split, cycled into batches of each
 size. "in-process" calls the signature of `tf.saved_model.load`; "grpc" goes through
-`export/client.py` and the test double of tests/serving_double.py on 127.0.0.1 (protocol and
-serialization overhead, not TF Serving's own performance). Results go to stdout (Markdown) and
-`--output` (JSON, with machine, versions and the command).
+`keras_transformer.serving.client` and the test double
+`keras_transformer.testing.serving_double` on 127.0.0.1 (protocol and serialization overhead,
+not TF Serving's own performance). Results go to stdout (Markdown) and `--output` (JSON, with
+machine, versions and the command).
 """
 
 from __future__ import annotations
@@ -23,16 +24,15 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # export/ and the test double
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402
 
-from export import client  # noqa: E402
-from export.export_savedmodel import export_savedmodel  # noqa: E402
+from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
+from keras_transformer.serving import client  # noqa: E402
+from keras_transformer.serving.export import export_savedmodel  # noqa: E402
 
 
 def export_dir_for(args, workdir: str) -> str:
@@ -40,10 +40,12 @@ def export_dir_for(args, workdir: str) -> str:
         return args.export_dir
     model_dir = args.model_dir
     if model_dir is None:
-        from model_dir_fixture import make_model_dir
+        from keras_transformer.testing.model_dir import make_model_dir
 
         model_dir = make_model_dir(os.path.join(workdir, "tiny_model"))
-    return export_savedmodel(model_dir, workdir, beam_size=args.beam_size, n_best=1)
+    return export_savedmodel(
+        model_dir, workdir, search=SearchOptions(beam_size=args.beam_size), n_best=1
+    )
 
 
 def cpu_name() -> str:
@@ -76,7 +78,9 @@ def main(argv=None) -> int:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--export-dir", help="a version directory of an export")
     where.add_argument("--model-dir", help="a trained model directory (exported first)")
-    parser.add_argument("--beam-size", type=int, default=4, help="when exporting here")
+    parser.add_argument(
+        "--beam-size", type=int, default=SearchOptions().beam_size, help="when exporting here"
+    )
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--grpc", action="store_true", help="also through the gRPC test double")
@@ -88,7 +92,10 @@ def main(argv=None) -> int:
         signature = tf.saved_model.load(export_dir).signatures["serving_default"]
         paths = {"in-process": lambda texts: signature(text=tf.constant(texts))}
         if args.grpc:
-            from serving_double import SavedModelPredictionService, serve_grpc
+            from keras_transformer.testing.serving_double import (
+                SavedModelPredictionService,
+                serve_grpc,
+            )
 
             server, port = serve_grpc(SavedModelPredictionService(export_dir))
             paths["grpc"] = lambda texts: client.predict_grpc(f"127.0.0.1:{port}", texts)

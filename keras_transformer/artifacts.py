@@ -11,7 +11,6 @@ MODEL_DIR/
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -78,31 +77,3 @@ def load_trained(
             f"vocab_size={config.vocab_size} in {model_dir!r}"
         )
     return model, config, tokenizer
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--model-dir` and `--weights`, as every script that loads a trained model takes them."""
-    parser.add_argument(
-        "--model-dir",
-        required=True,
-        help="trained model directory (config.json, spm.model, weights)",
-    )
-    parser.add_argument(
-        "--weights",
-        default=None,
-        help="a .weights.h5 file to load (default: final weights, else the latest checkpoint)",
-    )
-
-
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--beam-size`, `--alpha`, `--max-extra-length` with the paper's inference defaults."""
-    parser.add_argument("--beam-size", type=int, default=4, help="beam width (paper: 4)")
-    parser.add_argument(
-        "--alpha", type=float, default=0.6, help="length penalty exponent (paper: 0.6)"
-    )
-    parser.add_argument(
-        "--max-extra-length",
-        type=int,
-        default=50,
-        help="output tokens allowed beyond the source length (paper: 50)",
-    )

@@ -1,5 +1,6 @@
-"""Tests for export/client.py against the test double in tests/serving_double.py (gRPC and
-REST on 127.0.0.1, ephemeral ports): round trips, status codes, deadlines and retries."""
+"""Tests for keras_transformer.serving.client and its command line against the test double in
+keras_transformer.testing.serving_double (gRPC and REST on 127.0.0.1, ephemeral ports): round
+trips, status codes, deadlines and retries."""
 
 from __future__ import annotations
 
@@ -15,16 +16,20 @@ from pathlib import Path
 import grpc
 import pytest
 import tensorflow as tf
-from model_dir_fixture import make_model_dir
-from serving_double import SavedModelPredictionService, serve_grpc, serve_rest
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+from keras_transformer import SearchOptions
+from keras_transformer.cli import client as client_cli
+from keras_transformer.serving import client
+from keras_transformer.serving.export import export_savedmodel
+from keras_transformer.testing.model_dir import make_model_dir
+from keras_transformer.testing.serving_double import (
+    SavedModelPredictionService,
+    serve_grpc,
+    serve_rest,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the `export` scripts folder is not an installed package
-
-from export import client  # noqa: E402
-from export.export_savedmodel import export_savedmodel  # noqa: E402
-
 MODEL = "transformer"
 N_BEST = 2
 TEXTS = ["The cat sleeps number 1.", "Der Hund schläft.", ""]
@@ -35,8 +40,8 @@ def service(tmp_path_factory):
     model_dir = make_model_dir(str(tmp_path_factory.mktemp("client_model")))
     base = str(tmp_path_factory.mktemp("serving"))
     export_dir = export_savedmodel(
-        model_dir, base, MODEL, beam_size=2, n_best=N_BEST, check_ops=False
-    )  # fmt: skip  (test_export checks ops)
+        model_dir, base, MODEL, search=SearchOptions(beam_size=2), n_best=N_BEST, check_ops=False
+    )  # (test_export checks ops)
     return SavedModelPredictionService(export_dir, model_name=MODEL)
 
 
@@ -100,18 +105,18 @@ def test_rest_round_trip(service, rest_url):
 
 
 def test_cli_prints_one_line_per_input(service, grpc_address, capsys, monkeypatch):
-    assert client.main(["--server", grpc_address, "--model", MODEL, *TEXTS[:2]]) == 0
+    assert client_cli.main(["--server", grpc_address, "--model", MODEL, *TEXTS[:2]]) == 0
     want = _direct(service, texts=TEXTS[:2])
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("\t", 1)[1] for line in lines] == want["translations"]
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(TEXTS[:2]) + "\n"))
-    assert client.main(["--server", grpc_address, "--n-best", "--batch-size", "1"]) == 0
+    assert client_cli.main(["--server", grpc_address, "--n-best", "--batch-size", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 * N_BEST and lines[0].startswith("0\t0\t")
 
 
 def test_cli_rest_json_output(rest_url, capsys):
-    assert client.main(["--rest", rest_url, "--json", "Hello world"]) == 0
+    assert client_cli.main(["--rest", rest_url, "--json", "Hello world"]) == 0
     assert '"source": "Hello world"' in capsys.readouterr().out
 
 
@@ -179,7 +184,7 @@ def test_double_rejects_malformed_requests(grpc_address, inputs):
 def test_deadline_exceeded(slow_service, grpc_address, rest_url, transport, capsys):
     where = ["--server", grpc_address] if transport == "grpc" else ["--rest", rest_url]
     before = slow_service.requests
-    assert client.main([*where, "--timeout", "0.2", "Hello"]) == 1
+    assert client_cli.main([*where, "--timeout", "0.2", "Hello"]) == 1
     assert "error: DEADLINE_EXCEEDED" in capsys.readouterr().err
     assert slow_service.requests == before + 1  # not retried
 

@@ -9,7 +9,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from model_dir_fixture import make_model_dir
 
 from keras_transformer import SearchOptions, TransformerConfig, artifacts, build_transformer
 from keras_transformer.decoding import (
@@ -21,6 +20,7 @@ from keras_transformer.decoding import (
     top_p_filter,
     translate_ids,
 )
+from keras_transformer.testing.model_dir import make_model_dir
 
 PAD, BOS, EOS = 0, 2, 3
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sacrebleu
-from model_dir_fixture import SENTENCES, make_model_dir
 
-from keras_transformer import artifacts
+from keras_transformer import SearchOptions, artifacts
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.attention_maps import attention_maps, plot_attention
 from keras_transformer.decoding.evaluation import evaluate_bleu
+from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
@@ -39,17 +39,18 @@ def run_script(name, *args, stdin=None):
 
 
 def test_evaluate_bleu_matches_sacrebleu_on_written_hypotheses(loaded, tmp_path):
-    model, config, tokenizer = loaded
+    model, _, tokenizer = loaded
     sources = [SENTENCES[i] for i in (0, 4, 8, 13, 17, 21, 25)]
     sources[2] = "The cat sleeps number 8 and " * 4  # lengths differ: batches get sorted
-    own = Translator(model, tokenizer, config, beam_size=2, max_extra_length=4)(sources)
+    search = SearchOptions(beam_size=2, alpha=0.6, max_extra_length=4)
+    own = Translator(model, tokenizer, search)(sources)
     # References: the model's own output for some sources, unrelated text for the others,
     # so BLEU and chrF land strictly between 0 and 100.
     references = [own[i] if i % 2 == 0 else "Ein ganz anderer Satz ." for i in range(7)]
     output = tmp_path / "hyps" / "test.hyp.txt"
     result = evaluate_bleu(
-        model, tokenizer, config, list(zip(sources, references)), beam_size=2, alpha=0.6,
-        batch_size=3, max_extra_length=4, output_path=str(output), progress=False,
+        model, tokenizer, list(zip(sources, references)), search,
+        batch_size=3, output_path=str(output), progress=False,
     )  # fmt: skip
     hypotheses = output.read_text(encoding="utf-8").splitlines()
     assert hypotheses == own  # input order restored after length-sorted batching
@@ -67,13 +68,15 @@ def test_evaluate_bleu_matches_sacrebleu_on_written_hypotheses(loaded, tmp_path)
 
 
 def test_attention_maps_and_plot(loaded, tmp_path):
-    model, config, tokenizer = loaded
+    model, _, tokenizer = loaded
     sentence = "The cat sleeps number 7."
     source_len = len(tokenizer.tokenize([sentence])[0]) + 1  # with EOS
-    encoder = attention_maps(model, tokenizer, config, sentence, kind="encoder")
+    encoder = attention_maps(model, tokenizer, sentence, kind="encoder")
     assert encoder.weights.shape == (2, 4, source_len, source_len)
     assert encoder.row_tokens == encoder.column_tokens and encoder.row_tokens[-1] == "</s>"
-    cross = attention_maps(model, tokenizer, config, sentence, kind="cross", beam_size=2)
+    cross = attention_maps(
+        model, tokenizer, sentence, kind="cross", search=SearchOptions(beam_size=2)
+    )
     assert cross.weights.shape[:2] == (2, 4) and cross.weights.shape[3] == source_len
     assert cross.weights.shape[2] == len(cross.row_tokens) > 0
     np.testing.assert_allclose(cross.weights.sum(-1), 1.0, atol=1e-5)  # softmax over source

@@ -1,6 +1,7 @@
-"""Tests for export/export_savedmodel.py: the SavedModel loads without project code and
+"""Tests for keras_transformer.serving.export: the SavedModel loads without project code and
 matches the in-process Translator, its signatures are as TF Serving expects, its ops are
-servable, its warm-up file replays, and no input string makes a signature fail."""
+servable, its warm-up file replays, and no input string makes a signature fail; and for
+keras_transformer.serving.verify with its command line."""
 
 from __future__ import annotations
 
@@ -15,17 +16,18 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_transformer import SearchOptions, artifacts
+from keras_transformer.cli import verify_export
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.serving import export as ex
+from keras_transformer.serving.signatures import NBEST_SIGNATURE, SERVING_SIGNATURE
+from keras_transformer.serving.verify import compare
+from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the `export` scripts folder is not an installed package
-
-from model_dir_fixture import SENTENCES, make_model_dir  # noqa: E402
-
-from export import export_savedmodel as ex  # noqa: E402
-from keras_transformer import artifacts  # noqa: E402
-from keras_transformer.data.tokenizer import SubwordTokenizer  # noqa: E402
-
 MODEL_NAME = "transformer"
 BEAM_SIZE, ALPHA, N_BEST = 3, 0.6, 2
+SEARCH = SearchOptions(beam_size=BEAM_SIZE, alpha=ALPHA)
 TEXTS = [SENTENCES[0], SENTENCES[4], "Le chat dort number 7.", "Der Hund schläft.", "x"]
 BAD_TEXTS = [b"", b"   \t ", b"\xff\xfe caf\xc3 \x80", "😀 ça va?".encode(), b"word " * 20_000]
 QUIET_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -37,7 +39,7 @@ import json, sys
 
 class BlockProjectImports:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("keras_transformer", "export", "model_dir_fixture"):
+        if name.split(".")[0] == "keras_transformer":
             raise ImportError(f"project code imported while serving: {name}")
 
 sys.meta_path.insert(0, BlockProjectImports())
@@ -56,8 +58,7 @@ for name, function in loaded.signatures.items():
         "scores": out["scores"].numpy().tolist(),
         "scores_dtype": out["scores"].dtype.name,
     }
-project = ("keras_transformer", "export", "model_dir_fixture")
-result["project_modules"] = [m for m in sys.modules if m.split(".")[0] in project]
+result["project_modules"] = [m for m in sys.modules if m.split(".")[0] == "keras_transformer"]
 print("RESULT=" + json.dumps(result))
 """
 
@@ -70,9 +71,7 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def export_dir(model_dir, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("serving"))
-    return ex.export_savedmodel(
-        model_dir, base, MODEL_NAME, beam_size=BEAM_SIZE, alpha=ALPHA, n_best=N_BEST
-    )
+    return ex.export_savedmodel(model_dir, base, MODEL_NAME, search=SEARCH, n_best=N_BEST)
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +82,8 @@ def loaded(export_dir):
 @pytest.fixture
 def translator(model_dir):
     # Function scope: conftest's clear_session() frees eager SentencePiece resources.
-    model, config, tokenizer = artifacts.load_trained(model_dir)
-    return ex.make_translator(model, tokenizer, config, BEAM_SIZE, ALPHA)
+    model, _, tokenizer = artifacts.load_trained(model_dir)
+    return ex.make_translator(model, tokenizer, SEARCH)
 
 
 def _hex_rows(strings) -> list[list[str]]:
@@ -113,8 +112,8 @@ def test_fresh_process_without_project_code_matches_translator(export_dir, trans
     assert fresh["project_modules"] == []
     spec = tf.TensorSpec([None], tf.string)
     expected = {
-        ex.SERVING_SIGNATURE: tf.function(translator.translate_tensors, input_signature=[spec]),
-        ex.NBEST_SIGNATURE: tf.function(
+        SERVING_SIGNATURE: tf.function(translator.translate_tensors, input_signature=[spec]),
+        NBEST_SIGNATURE: tf.function(
             lambda text: translator.translate_tensors_n_best(text, n_best=N_BEST),
             input_signature=[spec],
         ),
@@ -124,10 +123,39 @@ def test_fresh_process_without_project_code_matches_translator(export_dir, trans
         want = function(tf.constant(texts))
         got = fresh[name]
         assert got["translations"] == _hex_rows(want["translations"]), name
-        width = [] if name == ex.SERVING_SIGNATURE else [N_BEST]
+        width = [] if name == SERVING_SIGNATURE else [N_BEST]
         assert got["shape"] == [len(texts)] + width
         assert got["scores_dtype"] == "float32"
         assert tf.reduce_max(tf.abs(tf.constant(got["scores"]) - want["scores"])) <= 1e-5
+
+
+def _verify_flags(model_dir: str, export_dir: str, weights: str) -> list[str]:
+    return [
+        "--model-dir", model_dir, "--export-dir", export_dir, "--weights", weights,
+        "--limit", "4", "--beam-size", str(BEAM_SIZE), "--alpha", str(ALPHA),
+    ]  # fmt: skip
+
+
+def test_verify_matches_the_export_made_with_the_same_search_and_weights(
+    model_dir, export_dir, capsys
+):
+    sources = TEXTS + ["Der Hund schläft number 3."]
+    result = compare(model_dir, export_dir, sources, SEARCH, batch_size=2)
+    assert result["sentences"] == len(sources) and result["mismatches"] == []
+    assert result["max_score_diff"] <= 1e-5
+    weights = os.path.join(model_dir, artifacts.FINAL_WEIGHTS)
+    assert verify_export.main(_verify_flags(model_dir, export_dir, weights)) == 0
+    assert capsys.readouterr().out.startswith("4 sentences, 0 mismatches")
+
+
+def test_verify_command_loads_weights_and_fails_on_mismatches(
+    model_dir, export_dir, tmp_path, capsys
+):
+    other = make_model_dir(str(tmp_path / "other"), seed=1)  # same shapes, other weights
+    weights = os.path.join(other, artifacts.FINAL_WEIGHTS)
+    assert verify_export.main(_verify_flags(model_dir, export_dir, weights)) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("4 sentences, ") and " 0 mismatches" not in out
 
 
 def _saved_model_cli_show(export_dir: str) -> str:
@@ -153,7 +181,7 @@ def _tensor_info(block: str, kind: str, key: str) -> tuple[str, str]:
 
 def test_saved_model_cli_reports_signatures(export_dir):
     text = _saved_model_cli_show(export_dir)
-    for name, shape in ((ex.SERVING_SIGNATURE, "(-1)"), (ex.NBEST_SIGNATURE, f"(-1,{N_BEST})")):
+    for name, shape in ((SERVING_SIGNATURE, "(-1)"), (NBEST_SIGNATURE, f"(-1,{N_BEST})")):
         block = _signature_block(text, name)
         assert "Method name is: tensorflow/serving/predict" in block
         assert _tensor_info(block, "inputs", "text") == ("DT_STRING", "(-1)")
@@ -204,7 +232,7 @@ def test_warmup_requests_cover_both_signatures_and_replay(export_dir, loaded):
     assert 0 < len(logs) <= 1000  # TF Serving reads at most 1000 warm-up records
     requests = [log.predict_log.request for log in logs]
     assert {r.model_spec.signature_name for r in requests} == {
-        ex.SERVING_SIGNATURE, ex.NBEST_SIGNATURE
+        SERVING_SIGNATURE, NBEST_SIGNATURE
     }  # fmt: skip
     for request in requests:
         assert request.model_spec.name == MODEL_NAME and list(request.inputs) == ["text"]
@@ -213,10 +241,10 @@ def test_warmup_requests_cover_both_signatures_and_replay(export_dir, loaded):
         assert out["translations"].shape[0] == len(text)
 
 
-@pytest.mark.parametrize("signature", [ex.SERVING_SIGNATURE, ex.NBEST_SIGNATURE])
+@pytest.mark.parametrize("signature", [SERVING_SIGNATURE, NBEST_SIGNATURE])
 def test_bad_inputs_get_one_translation_each(loaded, signature):
     out = loaded.signatures[signature](text=tf.constant(BAD_TEXTS))
-    width = [] if signature == ex.SERVING_SIGNATURE else [N_BEST]
+    width = [] if signature == SERVING_SIGNATURE else [N_BEST]
     assert out["translations"].shape == [len(BAD_TEXTS)] + width
     assert out["scores"].shape == [len(BAD_TEXTS)] + width
     assert bool(tf.reduce_all(tf.math.is_finite(out["scores"])))
@@ -232,7 +260,7 @@ def test_long_source_is_truncated_to_max_length(loaded, model_dir):
     pieces = tokenizer.tokenize(tf.constant([long]))[:, : max_length - 1]
     prefix = tokenizer.sentencepiece.detokenize(pieces)  # (1,)
     assert tokenizer.tokenize(prefix).to_list() == pieces.to_list()
-    serve = loaded.signatures[ex.SERVING_SIGNATURE]
+    serve = loaded.signatures[SERVING_SIGNATURE]
     out, short = serve(text=tf.constant([long])), serve(text=prefix)
     assert out["translations"].numpy()[0] == short["translations"].numpy()[0]
     assert abs(float(out["scores"][0]) - float(short["scores"][0])) <= 1e-5
@@ -241,7 +269,7 @@ def test_long_source_is_truncated_to_max_length(loaded, model_dir):
 @pytest.mark.parametrize("batch", [1, 512])
 def test_batch_sizes(loaded, batch):
     texts = tf.constant([f"cat {i}" for i in range(batch)])
-    out = loaded.signatures[ex.SERVING_SIGNATURE](text=texts)
+    out = loaded.signatures[SERVING_SIGNATURE](text=texts)
     assert out["translations"].shape == [batch] and out["scores"].shape == [batch]
 
 
@@ -263,7 +291,7 @@ def test_existing_version_is_never_overwritten(export_dir):
 
 def test_export_rejects_n_best_above_beam_size(model_dir, tmp_path):
     with pytest.raises(ValueError, match="n_best"):
-        ex.export_savedmodel(model_dir, str(tmp_path), beam_size=2, n_best=3)
+        ex.export_savedmodel(model_dir, str(tmp_path), search=SearchOptions(beam_size=2), n_best=3)
 
 
 def test_serving_config_templates_parse():
@@ -312,7 +340,7 @@ def _compiled_closure(export_dir: str) -> list:
 @pytest.mark.slow
 def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, loaded, tmp_path):
     export_dir = ex.export_savedmodel(
-        model_dir, str(tmp_path), beam_size=BEAM_SIZE, alpha=ALPHA, n_best=N_BEST, jit_compile=True
+        model_dir, str(tmp_path), search=SEARCH, n_best=N_BEST, jit_compile=True
     )
     assert ex.unservable_ops(export_dir) == {"XlaDynamicUpdateSlice"}  # the fixed-size cache
     assert ex.unservable_ops(export_dir, allow_xla=True) == set()
@@ -326,7 +354,7 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
         assert not {n.op for n in function.node_def} & ex.SENTENCEPIECE_OPS
     texts = tf.constant([t.encode() for t in TEXTS] + BAD_TEXTS)
     jit = tf.saved_model.load(export_dir)
-    for name in (ex.SERVING_SIGNATURE, ex.NBEST_SIGNATURE):
+    for name in (SERVING_SIGNATURE, NBEST_SIGNATURE):
         want, got = loaded.signatures[name](text=texts), jit.signatures[name](text=texts)
         assert _hex_rows(got["translations"]) == _hex_rows(want["translations"])
         assert float(tf.reduce_max(tf.abs(got["scores"] - want["scores"]))) <= 1e-4

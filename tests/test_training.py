@@ -301,9 +301,8 @@ def test_tiny_model_learns_reverse_task():
 
 
 def test_average_checkpoints_equals_numpy_mean(tmp_path):
-    import importlib.util
-
     from keras_transformer import TransformerConfig, artifacts, build_transformer
+    from keras_transformer.cli.average_checkpoints import main as average_main
     from keras_transformer.training.checkpoints import save_checkpoint
 
     config = TransformerConfig.tiny(30, num_layers=1, d_model=16, d_ff=32, num_heads=2)
@@ -317,13 +316,8 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
         save_checkpoint(model, str(tmp_path / "checkpoints"), step, keep=3)
         saved.append(weights)
     assert [s for s, _ in list_checkpoints(str(tmp_path / "checkpoints"))] == [20, 30, 40]
-    spec = importlib.util.spec_from_file_location(
-        "average_checkpoints", os.path.join(REPO, "pipelines", "average_checkpoints.py")
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     output = str(tmp_path / "avg.weights.h5")
-    script.main(["--model-dir", str(tmp_path), "--last", "2", "--output", output])
+    assert average_main(["--model-dir", str(tmp_path), "--last", "2", "--output", output]) == 0
     averaged = build_transformer(config)
     averaged.load_weights(output)
     for got, a, b in zip(averaged.get_weights(), saved[2], saved[3]):

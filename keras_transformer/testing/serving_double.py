@@ -2,11 +2,12 @@
 
 It implements the real gRPC `PredictionService.Predict` (tensorflow-serving-api) and a minimal
 REST `POST /v1/models/<name>:predict` by loading one SavedModel with `tf.saved_model.load` and
-calling the requested signature, so that the client in `export/client.py` can be tested without
-`tensorflow_model_server`. It checks requests the way TF Serving does and answers bad ones with
-the same status codes (unknown model: NOT_FOUND; unknown signature, missing or extra input,
-wrong dtype or rank: INVALID_ARGUMENT), but it has no batching, version management, warm-up or
-performance. Both servers bind to 127.0.0.1 on an ephemeral port and run in daemon threads.
+calling the requested signature, so that the client in `keras_transformer.serving.client` can
+be tested (and benchmarked) without `tensorflow_model_server`. It checks requests the way TF
+Serving does and answers bad ones with the same status codes (unknown model: NOT_FOUND;
+unknown signature, missing or extra input, wrong dtype or rank: INVALID_ARGUMENT), but it has
+no batching, version management, warm-up or performance. Both servers bind to 127.0.0.1 on an
+ephemeral port and run in daemon threads.
 
     service = SavedModelPredictionService(export_dir, model_name="transformer")
     server, port = serve_grpc(service)    # ... server.stop(0)
@@ -28,6 +29,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export uses)
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+from keras_transformer.serving.signatures import SERVING_SIGNATURE
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.NOT_FOUND: 404,
@@ -70,7 +73,7 @@ class SavedModelPredictionService(prediction_service_pb2_grpc.PredictionServiceS
         if model_name != self.model_name or version not in (None, self.version):
             target = model_name if version is None else f"{model_name} version {version}"
             raise RequestError(grpc.StatusCode.NOT_FOUND, f"Servable not found: {target}")
-        name = signature_name or "serving_default"
+        name = signature_name or SERVING_SIGNATURE
         if name not in self.loaded.signatures:
             raise RequestError(
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -104,7 +107,7 @@ class SavedModelPredictionService(prediction_service_pb2_grpc.PredictionServiceS
         response = predict_pb2.PredictResponse()
         response.model_spec.name = self.model_name
         response.model_spec.version.value = self.version
-        response.model_spec.signature_name = spec.signature_name or "serving_default"
+        response.model_spec.signature_name = spec.signature_name or SERVING_SIGNATURE
         for key, value in outputs.items():
             if not request.output_filter or key in request.output_filter:
                 response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
@@ -165,7 +168,7 @@ def _rest_handler(service: SavedModelPredictionService):
                 inputs, columnar = _rest_inputs(request)
             except (ValueError, KeyError, TypeError) as error:
                 raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
-            signature = request.get("signature_name", "serving_default")
+            signature = request.get("signature_name", SERVING_SIGNATURE)
             outputs = service.run(match.group(1), signature, inputs, version)
             outputs = {key: _jsonable(value) for key, value in outputs.items()}
             if columnar:

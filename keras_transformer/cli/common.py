@@ -1,0 +1,131 @@
+"""What every command shares: its parser with `--debug`, the model and search flags, and `run`.
+
+    def main(argv=None) -> int:
+        parser = common.make_parser(__doc__)
+        common.add_model_arguments(parser)
+        common.add_search_arguments(parser)
+        return common.run(parser, translate, argv)   # translate(args) -> exit status
+
+Commands import TensorFlow and the heavy parts of the package inside their function, after
+`run` has set up quiet logging, so `--help` is fast and TensorFlow's C++ start-up lines do not
+reach the terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from keras_transformer import logging_utils
+from keras_transformer.config import SearchOptions
+
+# Errors a user causes (a path that does not exist, a bad flag value, a missing extra): one
+# line and exit status USER_ERROR_STATUS, as argparse does for bad flags. Others are bugs and
+# keep their traceback.
+USER_ERRORS = (ValueError, OSError, ImportError)
+USER_ERROR_STATUS = 2
+INTERRUPTED_STATUS = 130
+
+
+def make_parser(description: str | None) -> argparse.ArgumentParser:
+    """An `ArgumentParser` showing `description` as written (a command's module docstring),
+    with `--debug`."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show full tracebacks and TensorFlow's start-up logs",
+    )
+    return parser
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, weights: bool = True) -> None:
+    """`--model-dir` and (unless `weights=False`) `--weights`, as every command that loads a
+    trained model takes them."""
+    parser.add_argument(
+        "--model-dir",
+        required=True,
+        help="trained model directory (config.json, spm.model, weights)",
+    )
+    if weights:
+        parser.add_argument(
+            "--weights",
+            default=None,
+            help="a .weights.h5 file to load (default: final weights, else the latest checkpoint)",
+        )
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--beam-size`, `--alpha`, `--max-extra-length`, defaulting to `SearchOptions()` (the
+    paper's inference settings); `search_options(args)` turns them back into one."""
+    defaults = SearchOptions()
+    parser.add_argument(
+        "--beam-size",
+        type=int,
+        default=defaults.beam_size,
+        help="beam width (default: %(default)s, the paper's)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=defaults.alpha,
+        help="length penalty exponent (default: %(default)s, the paper's)",
+    )
+    parser.add_argument(
+        "--max-extra-length",
+        type=int,
+        default=defaults.max_extra_length,
+        help="output tokens allowed beyond the source length (default: %(default)s)",
+    )
+
+
+def search_options(args: argparse.Namespace, **changes) -> SearchOptions:
+    """The `SearchOptions` of the flags of `add_search_arguments`, with `changes` on top
+    (a bad value raises a ValueError that names it)."""
+    values = dict(
+        beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length
+    )
+    return SearchOptions(**{**values, **changes})
+
+
+def error_line(error: BaseException) -> str:
+    """`error` as one line: its message with whitespace runs (newlines too) made single
+    spaces, or its type name when it has no message."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def run(
+    parser: argparse.ArgumentParser,
+    command: Callable[[argparse.Namespace], int],
+    argv: Sequence[str] | None = None,
+    tensorflow: bool = True,
+) -> int:
+    """Parse `argv`, set up logging and run `command(args)`; returns its exit status.
+
+    Unless `--debug`: TensorFlow is imported first with its C++ start-up lines hidden (when
+    `tensorflow`; a command that may not need it calls
+    `logging_utils.import_tensorflow_quietly()` itself), and a user error (`USER_ERRORS`)
+    prints one line `error: <message>` to stderr and returns `USER_ERROR_STATUS`.
+    """
+    args = parser.parse_args(argv)
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if tensorflow and not args.debug:
+        logging_utils.import_tensorflow_quietly()
+    logging_utils.setup_logging(logging.DEBUG if args.debug else logging.INFO)
+    try:
+        return command(args)
+    except USER_ERRORS as error:
+        if args.debug:
+            raise
+        print(f"error: {error_line(error)}", file=sys.stderr)
+        return USER_ERROR_STATUS
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS

@@ -1,0 +1,78 @@
+"""Decode a test set with beam search and report sacrebleu BLEU and chrF.
+
+    keras-transformer-evaluate --model-dir runs/tiny_en_de --dataset sample_en_de \
+        --split test --beam-size 4 --alpha 0.6 --output runs/tiny_en_de/test.hyp.txt
+
+(or `python pipelines/evaluate.py ...`). Prints BLEU (sacrebleu's standard 13a tokenization)
+and chrF with their signatures, and a paper-style tokenized BLEU (sacrebleu's "intl"
+tokenizer), see `keras_transformer.decoding.evaluation`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from keras_transformer.cli import common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = common.make_parser(__doc__)
+    common.add_model_arguments(parser)
+    parser.add_argument(
+        "--dataset",
+        default="sample_en_de",
+        help="sample_en_de | sample_en_fr | wmt14_en_de | wmt14_en_fr | "
+        "tsv:PATH (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=("train", "dev", "test"),
+        help="split to decode (default: %(default)s)",
+    )
+    parser.add_argument("--data-dir", default=None, help="TFDS data directory (WMT datasets)")
+    common.add_search_arguments(parser)
+    parser.add_argument("--batch-size", type=int, default=64, help="sources per batch")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="decode only the first N pairs (default: all)"
+    )
+    parser.add_argument("--output", default=None, help="write the hypotheses here, one per line")
+    parser.add_argument("--json", default=None, help="also write the figures as JSON here")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from keras_transformer import artifacts
+    from keras_transformer.data.corpus import read_pairs
+    from keras_transformer.decoding.evaluation import evaluate_bleu, format_report
+
+    search = common.search_options(args)
+    model, _, tokenizer = artifacts.load_trained(args.model_dir, weights=args.weights)
+    pairs = list(read_pairs(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit))
+    if not pairs:
+        raise ValueError(
+            f"No sentence pairs to evaluate. Received: dataset={args.dataset!r}, "
+            f"split={args.split!r}, limit={args.limit!r}"
+        )
+    result = evaluate_bleu(
+        model, tokenizer, pairs, search, batch_size=args.batch_size,
+        output_path=args.output, progress=not args.no_progress,
+    )  # fmt: skip
+    result.update(dataset=args.dataset, split=args.split, model_dir=args.model_dir)
+    print(format_report(result))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return common.run(build_parser(), evaluate, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

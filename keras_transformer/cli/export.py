@@ -1,0 +1,54 @@
+"""Export a trained model directory as a SavedModel that stock TensorFlow Serving can load.
+
+    keras-transformer-export --model-dir runs/en_de --export-base serving/models
+    # -> serving/models/transformer/<version>/  (TF Serving layout, integer versions)
+
+(or `python export/export_savedmodel.py ...`, `python -m keras_transformer.cli.export ...`).
+Prints the version directory and the op types of its graph. Beam size, alpha, the extra
+output length and the n-best width are fixed in the export; see BUILD.md and
+`keras_transformer.serving.export`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from keras_transformer.cli import common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = common.make_parser(__doc__)
+    common.add_model_arguments(parser)
+    parser.add_argument("--export-base", required=True, help="TF Serving base path's parent")
+    parser.add_argument(
+        "--model-name", default="transformer", help="model name clients use (directory name)"
+    )
+    parser.add_argument("--version", type=int, default=None, help="default: latest + 1")
+    common.add_search_arguments(parser)
+    parser.add_argument(
+        "--n-best", type=int, default=4, help="width of translate_nbest (default: %(default)s)"
+    )
+    parser.add_argument("--jit-compile", action="store_true", help="XLA for numeric decoding")
+    return parser
+
+
+def export(args: argparse.Namespace) -> int:
+    from keras_transformer.serving.export import export_savedmodel, saved_model_op_types
+
+    path = export_savedmodel(
+        args.model_dir, args.export_base, args.model_name, args.version, args.weights,
+        common.search_options(args), args.n_best, args.jit_compile,
+    )  # fmt: skip
+    print(path)
+    print("ops:", " ".join(sorted(saved_model_op_types(path))))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return common.run(build_parser(), export, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Query a TensorFlow Serving model server that serves the exported Transformer.
+
+    outputs = predict_grpc("localhost:8500", ["Hello world"])      # needs tensorflow
+    outputs = predict_rest("http://localhost:8501", ["Hello world"])  # standard library only
+    # {"translations": [...], "scores": [...]}
+
+gRPC goes through `PredictionService.Predict` (tensorflow-serving-api); REST posts
+`{"signature_name": ..., "inputs": {"text": [...]}}` to `/v1/models/<name>:predict`. Both retry
+with exponential backoff when the server is UNAVAILABLE (not started yet, restarting) and never
+on other errors. Failures raise `ServingError` carrying the status code name (INVALID_ARGUMENT,
+DEADLINE_EXCEEDED, ...). Command line: `keras-transformer-client` (`python export/client.py`)
+prints it to stderr and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+
+from keras_transformer.serving.signatures import (
+    INPUT_KEY,
+    SERVING_SIGNATURE,
+    make_predict_request,
+)
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# HTTP status -> canonical code, as TF Serving's REST API maps them.
+HTTP_CODES = {
+    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+    409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL",
+    501: "UNIMPLEMENTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+}  # fmt: skip
+
+
+class ServingError(RuntimeError):
+    """A failed request: `code` is a canonical status name such as "INVALID_ARGUMENT"."""
+
+    def __init__(self, code: str, details: str, target: str):
+        super().__init__(f"{code}: {details} ({target})")
+        self.code, self.details, self.target = code, details, target
+
+
+def _with_retries(call: Callable, retries: int, backoff: float, sleep: Callable) -> dict:
+    """Run `call()`; on UNAVAILABLE wait backoff, 2*backoff, ... and try again."""
+    for attempt in range(retries + 1):
+        try:
+            return call()
+        except ServingError as error:
+            if error.code != "UNAVAILABLE" or attempt == retries:
+                raise
+            sleep(backoff * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def parse_predict_response(response) -> dict[str, list]:
+    """`PredictResponse` -> {output name: nested lists}, strings decoded from UTF-8."""
+    import numpy as np
+    import tensorflow as tf
+
+    decode = np.frompyfunc(lambda b: b.decode("utf-8", "replace"), 1, 1)
+    outputs = {}
+    for key, proto in response.outputs.items():
+        value = tf.make_ndarray(proto)
+        if value.dtype == object:
+            value = np.asarray(decode(value), dtype=object)
+        outputs[key] = value.tolist()
+    return outputs
+
+
+def predict_grpc(
+    server: str,
+    texts: Sequence[str | bytes],
+    model_name: str = "transformer",
+    signature: str = SERVING_SIGNATURE,
+    timeout: float = 30.0,
+    retries: int = 3,
+    backoff: float = 0.5,
+    version: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, list]:
+    """Predict over gRPC at `server` ("host:port"); returns {"translations": ..., "scores": ...}."""
+    import grpc
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    request = make_predict_request(texts, model_name, signature, version)
+    options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+    with grpc.insecure_channel(server, options=options) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+
+        def call():
+            try:
+                return parse_predict_response(stub.Predict(request, timeout=timeout))
+            except grpc.RpcError as error:
+                target = f"grpc {server}, model {model_name}, signature {signature}"
+                raise ServingError(error.code().name, error.details() or "", target) from error
+
+        return _with_retries(call, retries, backoff, sleep)
+
+
+def rest_url(base_url: str, model_name: str, version: int | None = None) -> str:
+    model = f"{base_url.rstrip('/')}/v1/models/{model_name}"
+    return f"{model}/versions/{version}:predict" if version is not None else f"{model}:predict"
+
+
+def _rest_error(error: urllib.error.HTTPError, target: str) -> ServingError:
+    body = error.read().decode("utf-8", "replace")
+    try:
+        details = json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        details = body or error.reason
+    return ServingError(HTTP_CODES.get(error.code, f"HTTP_{error.code}"), details, target)
+
+
+def predict_rest(
+    base_url: str,
+    texts: Sequence[str],
+    model_name: str = "transformer",
+    signature: str = SERVING_SIGNATURE,
+    timeout: float = 30.0,
+    retries: int = 3,
+    backoff: float = 0.5,
+    version: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, list]:
+    """Predict over REST at `base_url` ("http://host:8501"), columnar ("inputs") format."""
+    texts = [t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in texts]
+    url = rest_url(base_url, model_name, version)
+    body = json.dumps({"signature_name": signature, "inputs": {INPUT_KEY: texts}}).encode()
+    target = f"rest {url}, signature {signature}"
+
+    def call():
+        request = urllib.request.Request(
+            url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.loads(response.read())["outputs"]
+        except urllib.error.HTTPError as error:
+            raise _rest_error(error, target) from error
+        except OSError as error:  # URLError, refused or reset connections, timeouts
+            reason = getattr(error, "reason", error)
+            if isinstance(reason, TimeoutError):
+                code, details = "DEADLINE_EXCEEDED", f"no answer within {timeout}s"
+            else:
+                code, details = "UNAVAILABLE", str(reason)
+            raise ServingError(code, details, target) from error
+
+    return _with_retries(call, retries, backoff, sleep)
+
+
+def format_results(texts, outputs: dict[str, list], as_json: bool = False) -> list[str]:
+    """One line per input (1-best: "score<TAB>translation") or per hypothesis (n-best)."""
+    rows = [dict(source=s, translations=t, scores=c)
+            for s, t, c in zip(texts, outputs["translations"], outputs["scores"])]  # fmt: skip
+    if as_json:
+        return [json.dumps(row, ensure_ascii=False) for row in rows]
+    lines = []
+    for i, row in enumerate(rows):
+        if isinstance(row["translations"], list):  # n-best: "input rank score translation"
+            pairs = zip(row["translations"], row["scores"])
+            lines += [f"{i}\t{r}\t{s:.4f}\t{t}" for r, (t, s) in enumerate(pairs)]
+        else:
+            lines.append(f"{row['scores']:.4f}\t{row['translations']}")
+    return lines

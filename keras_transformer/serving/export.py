@@ -1,0 +1,291 @@
+"""Export a trained model directory as a SavedModel that stock TensorFlow Serving can load.
+
+    path = export_savedmodel("runs/en_de", "serving/models", search=SearchOptions(beam_size=4))
+    # -> serving/models/transformer/<version>/  (TF Serving layout, integer versions)
+
+Command line: `keras-transformer-export` (`python export/export_savedmodel.py`, or
+`python -m keras_transformer.cli.export`).
+
+The export is one `tf.Module` holding the Keras model and the SentencePiece tokenizer, with
+two signatures that take and return strings:
+
+    serving_default   text: string (batch,) -> translations: string (batch,),
+                                                scores: float32 (batch,)
+    translate_nbest   text: string (batch,) -> translations: string (batch, n_best),
+                                                scores: float32 (batch, n_best)
+
+Beam size, length penalty alpha and n_best are fixed at export time. The graph holds only stock
+TensorFlow ops plus tensorflow-text's three SentencePiece ops (linked into stock TF Serving);
+`unservable_ops` checks this in a process that has not imported tensorflow_text, and every
+export is checked before its version directory appears. A version is written under a hidden
+temporary name and renamed into place, so a polling server never sees a half-written model.
+`assets.extra/tf_serving_warmup_requests` holds sample requests TF Serving replays on load.
+
+Sources longer than the model's `max_length` are truncated to `max_length - 1` subword pieces
+(plus EOS) by the tokenizer's `encode_source`; bytes that are not valid UTF-8 become the
+unknown piece (SentencePiece's own behaviour), so no input string makes a signature fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from keras_transformer.config import SearchOptions
+from keras_transformer.serving.signatures import (
+    INPUT_KEY,
+    NBEST_SIGNATURE,
+    SERVING_SIGNATURE,
+    make_predict_request,
+)
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+# tensorflow-text ops that stock TF Serving links in; every other op must be stock TensorFlow.
+SENTENCEPIECE_OPS = frozenset(
+    {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"}
+)
+# Stock ops that call back into Python: registered everywhere, servable nowhere.
+PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+WARMUP_TEXTS = (
+    "The cat sleeps.",
+    "Hello world!",
+    "This sentence is a little longer than the others, so that warm-up sees a longer source.",
+    "",
+)
+TEXT_SPEC = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
+
+
+class TranslationModule(tf.Module):
+    """The served object: strings in, translations and scores out.
+
+    Args:
+        translator: a `keras_transformer.decoding.Translator`: `translate_tensors(text)` and
+            `translate_tensors_n_best(text, n_best)` return `{"translations", "scores"}`.
+        model: the Keras model (tracked here so its variables are saved).
+        tokenizer: the `SubwordTokenizer` (tracked so its SentencePiece resource is saved).
+        n_best: the width of `translate_nbest`'s outputs.
+    """
+
+    def __init__(self, translator, model, tokenizer, n_best: int, name: str | None = None):
+        super().__init__(name=name)
+        self.translator = translator
+        self.model = model
+        self.tokenizer = tokenizer
+        self.n_best = n_best
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate(self, text):
+        """`text` string (batch,) -> translations string (batch,), scores float32 (batch,)."""
+        out = self.translator.translate_tensors(text)
+        translations = tf.ensure_shape(out["translations"], [None])  # (batch,)
+        scores = tf.ensure_shape(tf.cast(out["scores"], tf.float32), [None])  # (batch,)
+        return {"translations": translations, "scores": scores}
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate_nbest(self, text):
+        """`text` (batch,) -> translations string, scores float32, both (batch, n_best)."""
+        out = self.translator.translate_tensors_n_best(text, n_best=self.n_best)
+        translations = tf.ensure_shape(out["translations"], [None, self.n_best])
+        scores = tf.ensure_shape(tf.cast(out["scores"], tf.float32), [None, self.n_best])
+        return {"translations": translations, "scores": scores}
+
+    def signatures(self) -> dict:
+        return {
+            SERVING_SIGNATURE: self.translate.get_concrete_function(),
+            NBEST_SIGNATURE: self.translate_nbest.get_concrete_function(),
+        }
+
+
+def make_translator(model, tokenizer, search: SearchOptions | None = None, jit_compile=False):
+    """The `keras_transformer.decoding.Translator` the export serves.
+
+    With `jit_compile` the numeric search runs XLA-compiled on fixed-size buffers
+    (`padded_decode`); tokenization and detokenization stay outside the compiled function.
+    """
+    from keras_transformer.decoding import Translator
+
+    search = search or SearchOptions()
+    if jit_compile:
+        search = search.replace(padded_decode=True)
+    return Translator(model, tokenizer, search, jit_compile=jit_compile)
+
+
+def next_version(model_base: str) -> int:
+    """One more than the largest integer directory under `model_base`, or 1."""
+    if not tf.io.gfile.isdir(model_base):
+        return 1
+    names = [n.rstrip("/") for n in tf.io.gfile.listdir(model_base)]
+    return max((int(n) for n in names if n.isdigit()), default=0) + 1
+
+
+def warmup_requests(model_name: str, texts: Sequence[str] = WARMUP_TEXTS) -> list:
+    """`PredictionLog`s for both signatures: each text alone, then all texts in one batch."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    batches = [[t] for t in texts if t] + [list(texts)]
+    logs = []
+    for signature in (SERVING_SIGNATURE, NBEST_SIGNATURE):
+        for batch in batches:
+            request = make_predict_request(batch, model_name, signature)
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+            logs.append(log)
+    return logs
+
+
+def write_warmup_file(export_dir: str, model_name: str, texts=WARMUP_TEXTS) -> str:
+    """Write `assets.extra/tf_serving_warmup_requests` (a TFRecord of PredictionLog protos)."""
+    extra = os.path.join(export_dir, "assets.extra")
+    tf.io.gfile.makedirs(extra)
+    path = os.path.join(extra, WARMUP_FILE)
+    with tf.io.TFRecordWriter(path) as writer:
+        for log in warmup_requests(model_name, texts):
+            writer.write(log.SerializeToString())
+    return path
+
+
+def saved_model_op_types(export_dir: str) -> set[str]:
+    """Every op type in `saved_model.pb`: the graphs and all their library functions."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    ops = set()
+    for meta_graph in saved_model.meta_graphs:
+        library = meta_graph.graph_def.library
+        function_names = {f.signature.name for f in library.function}
+        nodes = list(meta_graph.graph_def.node)
+        for function in library.function:
+            nodes.extend(function.node_def)
+        ops.update(n.op for n in nodes if n.op not in function_names)  # calls are not ops
+    return ops
+
+
+_REGISTRY_SCRIPT = """
+import json, sys
+import tensorflow
+from tensorflow.python.framework import op_def_registry
+if "tensorflow_text" in sys.modules:
+    raise SystemExit("tensorflow_text must not be imported by the op check")
+ops = json.loads(sys.stdin.read())
+print("UNREGISTERED=" + json.dumps(sorted(op for op in ops if op_def_registry.get(op) is None)))
+"""
+
+
+def unregistered_ops(op_types: set[str]) -> set[str]:
+    """The op types unknown to a fresh Python process that imports only tensorflow."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", _REGISTRY_SCRIPT],
+        input=json.dumps(sorted(op_types)), capture_output=True, text=True, env=env,
+        cwd=tempfile.gettempdir(), timeout=300, check=False,
+    )  # fmt: skip
+    lines = [x for x in result.stdout.splitlines() if x.startswith("UNREGISTERED=")]
+    if result.returncode or not lines:
+        raise RuntimeError(f"Op registry check failed:\n{result.stderr[-2000:]}")
+    return set(json.loads(lines[-1].removeprefix("UNREGISTERED=")))
+
+
+def unservable_ops(export_dir: str, allow_xla: bool = False) -> set[str]:
+    """Ops of the export that stock TF Serving cannot run: neither stock TF nor SentencePiece,
+    Python callbacks, and unless `allow_xla`, `Xla*` ops (they run only through XLA, which
+    tensorflow_model_server disables unless started with --xla_cpu_compilation_enabled)."""
+    ops = saved_model_op_types(export_dir)
+    xla = set() if allow_xla else {op for op in ops if op.startswith("Xla")}
+    return (unregistered_ops(ops) - SENTENCEPIECE_OPS) | (ops & PYTHON_OPS) | xla
+
+
+def save_module(
+    module: TranslationModule,
+    export_base: str,
+    model_name: str = "transformer",
+    version: int | None = None,
+    check_ops: bool = True,
+) -> str:
+    """Save `module` as `export_base/model_name/version` (atomically) and return that path."""
+    model_base = os.path.join(export_base, model_name)
+    version = next_version(model_base) if version is None else version
+    if isinstance(version, bool) or not isinstance(version, int) or version <= 0:
+        raise ValueError(f"version must be a positive int. Received: version={version!r}")
+    final_dir = os.path.join(model_base, str(version))
+    if os.path.exists(final_dir):
+        raise FileExistsError(f"{final_dir!r} exists: versions are immutable, pick a new one")
+    os.makedirs(model_base, exist_ok=True)
+    tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_base)  # ignored by TF Serving
+    try:
+        tf.saved_model.save(module, tmp_dir, signatures=module.signatures())
+        write_warmup_file(tmp_dir, model_name)
+        allow_xla = bool(getattr(module.translator, "jit_compile", False))
+        bad = unservable_ops(tmp_dir, allow_xla) if check_ops else set()
+        if bad:
+            raise ValueError(f"The export uses ops stock TF Serving lacks: {sorted(bad)}")
+        os.rename(tmp_dir, final_dir)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return final_dir
+
+
+def _load_float32(model_dir: str, weights: str | None):
+    """`artifacts.load_trained` under the float32 policy, whatever the process's policy is
+    (the training pipeline exports in the process that may have trained in mixed precision)."""
+    import keras
+
+    from keras_transformer import artifacts
+
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        return artifacts.load_trained(model_dir, weights)
+    finally:
+        keras.config.set_dtype_policy(policy)
+
+
+def export_savedmodel(
+    model_dir: str,
+    export_base: str,
+    model_name: str = "transformer",
+    version: int | None = None,
+    weights: str | None = None,
+    search: SearchOptions | None = None,
+    n_best: int = 4,
+    jit_compile: bool = False,
+    *,
+    check_ops: bool = True,
+) -> str:
+    """Export the trained model in `model_dir`; returns `export_base/model_name/version`.
+
+    Args:
+        model_name: the directory under `export_base`, the name clients use.
+        version: an integer directory name; default one more than the latest.
+        weights: a `.weights.h5` file; default the final weights, else the latest checkpoint.
+        search: the beam search of both signatures, fixed in the export (default: the
+            paper's, `SearchOptions()`); its `n_best` is not used.
+        n_best: the width of `translate_nbest`'s outputs, in [1, search.beam_size].
+        jit_compile: XLA-compile the numeric decoding (string ops stay outside it).
+        check_ops: refuse to publish an export with ops stock TF Serving lacks.
+    """
+    search = search or SearchOptions()
+    if not isinstance(n_best, int) or not 1 <= n_best <= search.beam_size:
+        raise ValueError(
+            f"n_best must be an int in [1, beam_size={search.beam_size}]. "
+            f"Received: n_best={n_best!r}"
+        )
+    try:  # the warm-up file needs its protos: fail before the slow part
+        import tensorflow_serving.apis.prediction_log_pb2  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            'Export needs tensorflow-serving-api: pip install -e ".[serving]"'
+        ) from error
+    model, _, tokenizer = _load_float32(model_dir, weights)
+    translator = make_translator(model, tokenizer, search, jit_compile)
+    module = TranslationModule(translator, model, tokenizer, n_best)
+    return save_module(module, export_base, model_name, version, check_ops)
