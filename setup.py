@@ -28,6 +28,20 @@ setup(
         "tqdm",
         "tensorboard",
     ],
+    entry_points={
+        "console_scripts": [
+            # keras_transformer/cli/train.py: where pipelines/train_wmt.py's code moves
+            "keras-transformer-train = keras_transformer.cli.train:main",
+            "keras-transformer-evaluate = keras_transformer.cli.evaluate:main",
+            "keras-transformer-translate = keras_transformer.cli.translate:main",
+            "keras-transformer-plot-attention = keras_transformer.cli.plot_attention:main",
+            "keras-transformer-average-checkpoints = "
+            "keras_transformer.cli.average_checkpoints:main",
+            "keras-transformer-export = keras_transformer.cli.export:main",
+            "keras-transformer-verify-export = keras_transformer.cli.verify_export:main",
+            "keras-transformer-client = keras_transformer.cli.client:main",
+        ]
+    },
     extras_require={
         "dev": ["pytest>=8", "ruff>=0.6"],
         "serving": ["tensorflow-serving-api>=2.21,<2.22", "grpcio>=1.60"],
