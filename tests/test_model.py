@@ -1,15 +1,10 @@
 """The Transformer model: configuration, parameter counts, masking, cached decoding, training,
-saving, mixed precision and (optionally) the JAX backend."""
+saving and mixed precision (other backends: test_backends.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -17,7 +12,6 @@ import pytest
 
 from keras_transformer import TransformerConfig, build_transformer
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB, PAD, BOS = 50, 0, 2
 FIRST_WORD = 4  # ids 0..3 are pad, unk, bos, eos
 
@@ -331,60 +325,3 @@ def test_mixed_bfloat16_model_builds_and_gives_float32_logits():
         assert keras.backend.standardize_dtype(step_logits.dtype) == "float32"
     finally:
         keras.mixed_precision.set_dtype_policy("float32")
-
-
-# Another backend -------------------------------------------------------------------------------
-
-JAX_SCRIPT = textwrap.dedent(
-    """
-    import sys
-    import numpy as np
-    import keras
-    from keras_transformer import TransformerConfig, build_transformer
-
-    assert keras.backend.backend() == "jax", keras.backend.backend()
-    data = np.load(sys.argv[1])
-    config = TransformerConfig.from_dict(__import__("json").loads(str(data["config"])))
-    model = build_transformer(config)
-    model.set_weights([data[f"w{i}"] for i in range(int(data["num_weights"]))])
-    logits = model({"source": data["source"], "target": data["target"]})
-    memory, memory_mask = model.encode(data["source"])
-    cache = model.init_cache(memory, max_length=data["target"].shape[1])
-    step, cache = model.decode(data["target"][:, :1], memory_mask, cache, cache_update_index=0)
-    np.savez(sys.argv[2], logits=keras.ops.convert_to_numpy(logits),
-             step=keras.ops.convert_to_numpy(step))
-    """
-)
-
-
-def test_jax_backend_matches_tensorflow(tmp_path):
-    if importlib.util.find_spec("jax") is None:
-        pytest.skip("jax is not installed")
-    rng = np.random.default_rng(10)
-    config = tiny_config()
-    model = perturbed_model(config)
-    source = with_padding(words(rng, 2, 6), [6, 3])
-    target = target_ids(rng, 2, 5)
-    weights = {f"w{i}": w for i, w in enumerate(model.get_weights())}
-    np.savez(
-        tmp_path / "inputs.npz",
-        config=json.dumps(config.to_dict()),
-        num_weights=len(weights),
-        source=source,
-        target=target,
-        **weights,
-    )
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    result = subprocess.run(
-        [sys.executable, "-c", JAX_SCRIPT, tmp_path / "inputs.npz", tmp_path / "out.npz"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = np.load(tmp_path / "out.npz")
-    logits = logits_of(model, source, target)
-    np.testing.assert_allclose(out["logits"], logits, atol=1e-4)
-    np.testing.assert_allclose(out["step"][:, 0], logits[:, 0], atol=1e-4)
