@@ -29,12 +29,7 @@ ATOL = 1e-4
 BACKEND_ENV = {"jax": {"JAX_PLATFORMS": "cpu"}, "torch": {"CUDA_VISIBLE_DEVICES": ""}}
 # Cases that fail today under jax and torch: reported (the test ends as xfailed naming them, once
 # every other case matched), and the test fails when one starts to pass, to drop it from here.
-KNOWN_FAILURES = {
-    "model_pre_learned_unshared": "build_transformer(positional_encoding='learned') does not "
-    "build: inferring the Encoder's output shape runs LearnedPositionalEncoding.call on an "
-    "unknown sequence length, whose ops.slice of the position table fails (jax: symbolic "
-    "dimension comparison inconclusive; torch: placeholder length 83 > max_length=16)",
-}
+KNOWN_FAILURES: dict[str, str] = {}  # case -> reason, for a backend bug outside our code
 
 
 def require(package: str) -> None:

@@ -675,3 +675,9 @@ def test_decoder_matches_numpy_composition(rng):
         h = np_decoder_layer(layer, h, memory, self_mask, memory_mask)
     got = decoder(x, memory, memory_mask=memory_mask, target_mask=target_mask)
     np.testing.assert_allclose(to_np(got), h, atol=2e-4, rtol=2e-4)
+
+
+def test_learned_positional_encoding_refuses_positions_past_its_table():
+    layer = LearnedPositionalEncoding(max_length=8)
+    with pytest.raises(ValueError, match="seq_len=6, start_index=4, max_length=8"):
+        layer(np.zeros((1, 6, 4), "float32"), start_index=4)

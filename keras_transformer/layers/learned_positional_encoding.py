@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import keras
 from keras import ops
+from keras.src.backend.common.symbolic_scope import in_symbolic_scope  # no public API
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -45,11 +46,19 @@ class LearnedPositionalEncoding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         shape = ops.shape(inputs)
-        rows = ops.slice(
-            ops.convert_to_tensor(self.position_embeddings),
-            (start_index, 0),
-            (shape[-2], shape[-1]),
-        )  # (seq_len, d_model)
+        length = inputs.shape[-2]
+        # Keras' shape inference (symbolic scope) may stand in a placeholder length (torch: 83).
+        if isinstance(length, int) and isinstance(start_index, int) and not in_symbolic_scope():
+            if start_index + length > self.max_length:
+                raise ValueError(
+                    f"Positions up to {start_index + length} exceed the learned table. "
+                    f"Received: seq_len={length}, start_index={start_index}, "
+                    f"max_length={self.max_length}"
+                )
+        # A gather, not a slice of dynamic size: backends trace it with an unknown seq_len.
+        # Clipping only matters for those symbolic traces; callers keep seq_len <= max_length.
+        positions = ops.minimum(ops.arange(shape[-2]) + start_index, self.max_length - 1)
+        rows = ops.take(self.position_embeddings, positions, axis=0)  # (seq_len, d_model)
         return ops.broadcast_to(ops.cast(rows, self.compute_dtype), shape)
 
     def compute_output_shape(self, input_shape):
