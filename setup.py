@@ -21,6 +21,9 @@ setup(
         "keras>=3.12",
         "tensorflow-text>=2.21,<2.22",
         "tensorflow-datasets>=4.9",
+        # TFDS' download manager imports it (dataset_builder.code_path) but TFDS declares it
+        # only for Python < 3.9: without it WMT dies before its first download.
+        "importlib_resources",
         "sentencepiece>=0.2",
         "sacrebleu>=2.4",
         "numpy",
