@@ -272,3 +272,75 @@ def test_keras_file_round_trip_decodes_without_config(model, config, tmp_path):
     loaded_ids, loaded_scores = translate_ids(loaded, source, search)
     np.testing.assert_array_equal(loaded_ids.numpy(), ids.numpy())
     np.testing.assert_allclose(loaded_scores.numpy(), scores.numpy(), atol=1e-6)
+
+
+def test_filter_logits_with_tensor_knobs_matches_the_single_filters_and_numpy():
+    from keras_transformer.decoding import filter_logits
+
+    rng = np.random.default_rng(7)
+    logits = tf.constant(rng.standard_normal((6, 30)).astype("f4"))
+    knobs = tf.function(filter_logits, jit_compile=True)  # per-call tensors, under XLA
+    for k in (1, 4, 30, 50):
+        got = knobs(logits, tf.constant(k), tf.constant(1.0))
+        np.testing.assert_array_equal(got.numpy(), top_k_filter(logits, min(k, 30)).numpy())
+    for p in (0.05, 0.5, 0.9):
+        got = knobs(logits, tf.constant(0), tf.constant(p))
+        np.testing.assert_array_equal(got.numpy(), top_p_filter(logits, p).numpy())
+    off = knobs(logits, tf.constant(0), tf.constant(1.0))
+    np.testing.assert_array_equal(off.numpy(), logits.numpy())
+    both = np.isfinite(knobs(logits, tf.constant(5), tf.constant(0.6)).numpy())
+    for row, values in enumerate(logits.numpy().astype("f8")):
+        order = np.argsort(-values)[:5]  # top-5, then the nucleus renormalized over them
+        probs = np.exp(values[order] - values[order].max())
+        probs /= probs.sum()
+        n = np.searchsorted(np.cumsum(probs), 0.6) + 1
+        assert set(np.flatnonzero(both[row])) == set(order[:n])
+
+
+@pytest.fixture
+def sampler(model_dir):
+    model, config, tokenizer = artifacts.load_trained(model_dir)
+    return Translator(_eos_prone(model, config), tokenizer, SearchOptions(max_extra_length=8))
+
+
+SAMPLE_TEXTS = ["The cat sleeps number 3.", "", "Der Hund schläft.", "Le chat dort number 12."]
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [dict(method="top_k", top_k=8), dict(method="top_p", top_p=0.9, temperature=1.5),
+     dict(method="sample")],
+    ids=["top_k", "top_p", "sample"],
+)  # fmt: skip
+def test_translator_sample_same_seed_same_output_other_seed_differs(sampler, knobs):
+    first, scores = sampler.sample(SAMPLE_TEXTS, seed=11, batch_size=3, **knobs)
+    again, again_scores = sampler.sample(SAMPLE_TEXTS, seed=11, batch_size=3, **knobs)
+    assert again == first and again_scores == scores
+    assert len(first) == len(SAMPLE_TEXTS) and all(isinstance(t, str) for t in first)
+    others = [sampler.sample(SAMPLE_TEXTS, seed=s, batch_size=3, **knobs)[0] for s in (12, 13)]
+    assert any(other != first for other in others)
+
+
+def test_greedy_sampling_is_top_k_one_and_beam_one(sampler):
+    greedy, greedy_scores = sampler.sample(SAMPLE_TEXTS, method="greedy")
+    top1, top1_scores = sampler.sample(SAMPLE_TEXTS, method="sample", top_k=1, seed=5)
+    assert top1 == greedy
+    np.testing.assert_allclose(top1_scores, greedy_scores, atol=1e-6)
+    search = SearchOptions(beam_size=1, alpha=0.0, max_extra_length=8)  # alpha 0: pure argmax
+    plain = Translator(sampler.model, sampler.tokenizer, search)
+    beam_out, beam_scores = plain(SAMPLE_TEXTS, return_scores=True)
+    assert plain.sample(SAMPLE_TEXTS, method="greedy")[0] == beam_out == greedy
+    np.testing.assert_allclose(plain.sample(SAMPLE_TEXTS, method="greedy")[1], beam_scores,
+                               atol=1e-5)  # fmt: skip
+
+
+def test_sample_tensors_checks_values_and_served_tensors(sampler):
+    for bad in (dict(method="beam"), dict(temperature=0.0), dict(top_p=1.5), dict(top_k=-1)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            sampler.sample(SAMPLE_TEXTS, **bad)
+    spec = [tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.float32)]
+    served = tf.function(lambda t, temperature: sampler.sample_tensors(t, temperature=temperature),
+                         input_signature=spec)  # fmt: skip
+    assert served(tf.constant(SAMPLE_TEXTS), 0.7)["translations"].shape == [4]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="temperature must be > 0"):
+        served(tf.constant(SAMPLE_TEXTS), 0.0)

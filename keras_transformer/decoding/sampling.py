@@ -4,9 +4,13 @@
 
     ids, log_probs = sample(fn, bos_ids, cache, max_decode_length=60, eos_id=3)          # greedy
     ids, log_probs = sample(fn, bos_ids, cache, 60, 3, method="top_p", top_p=0.9, seed=(1, 2))
+    # knobs decided per call (tensors, as the export's translate_sample signature takes them):
+    ids, log_probs = sample(fn, bos_ids, cache, 60, 3, method="sample", top_k=k, top_p=p,
+                            temperature=t, seed=seed_pair)
 
-Sampling uses stateless random ops: the same `seed` gives the same samples, and the loop stays
-free of Python side effects (and runs under XLA with `padded_decode=True`).
+Sampling uses stateless random ops: the same `seed` gives the same samples for the same batch
+(a row's draws depend on the seed, the step and the row's position in the batch), and the
+loop stays free of Python side effects (and runs under XLA with `padded_decode=True`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from keras_transformer.decoding.loop import (
     write_token,
 )
 
-METHODS = ("greedy", "top_k", "top_p")
+METHODS = ("greedy", "top_k", "top_p", "sample")
 
 
 class SampleState(NamedTuple):
@@ -61,14 +65,43 @@ def top_p_filter(logits, p: float) -> tf.Tensor:
     return tf.where(logits < threshold, NEG_INF, logits)
 
 
-def _check_args(method, top_k, top_p, temperature) -> None:
+def filter_logits(logits, top_k=0, top_p=1.0) -> tf.Tensor:
+    """Keep the `top_k` most likely tokens (all when `top_k <= 0`), then among them the
+    nucleus of probability mass `top_p` (renormalized over the kept tokens; all when
+    `top_p >= 1`); the others get -inf.
+
+    Logits `(batch, vocab)`. `top_k` and `top_p` may be scalar tensors (one sort, no
+    data-dependent shapes: fine under XLA). With one of them off it keeps what `top_k_filter`
+    or `top_p_filter` keeps, ties with the last kept token included."""
+    vocab = tf.shape(logits)[-1]
+    top_k = tf.cast(top_k, tf.int32)
+    top_p = tf.cast(top_p, logits.dtype)
+    k = tf.where(top_k > 0, tf.minimum(top_k, vocab), vocab)  # ()
+    sorted_logits = tf.sort(logits, direction="DESCENDING", axis=-1)  # (batch, vocab)
+    in_top_k = tf.range(vocab)[None, :] < k  # (1, vocab)
+    probs = tf.nn.softmax(tf.where(in_top_k, sorted_logits, NEG_INF))  # (batch, vocab)
+    mass_before = tf.cumsum(probs, axis=-1, exclusive=True)
+    n_nucleus = tf.reduce_sum(tf.cast((mass_before < top_p) & in_top_k, tf.int32), axis=-1)
+    n_keep = tf.where(top_p >= 1.0, k, tf.maximum(n_nucleus, 1))  # (batch,)
+    threshold = tf.gather(sorted_logits, n_keep - 1, batch_dims=1)[:, None]  # (batch, 1)
+    return tf.where(logits < threshold, NEG_INF, logits)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_sampling_args(method, top_k, top_p, temperature) -> None:
+    """ValueError for a bad method or Python value; tensors are left to the caller."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
     if method == "top_k" and (not isinstance(top_k, int) or top_k <= 0):
         raise ValueError(f"top_k must be a positive int. Received: top_k={top_k!r}")
-    if method == "top_p" and not 0.0 < top_p <= 1.0:
+    if method == "sample" and isinstance(top_k, int) and top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0: off). Received: top_k={top_k!r}")
+    if method in ("top_p", "sample") and _is_number(top_p) and not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1]. Received: top_p={top_p!r}")
-    if temperature <= 0:
+    if _is_number(temperature) and temperature <= 0:
         raise ValueError(f"temperature must be > 0. Received: temperature={temperature!r}")
 
 
@@ -83,11 +116,13 @@ class _Sampler:
         """Next tokens `(batch,)` from float32 logits `(batch, vocab)`."""
         if self.method == "greedy":
             return tf.argmax(logits, axis=-1, output_type=tf.int32)
-        scaled = logits / self.temperature
+        scaled = logits / tf.cast(self.temperature, logits.dtype)
         if self.method == "top_k":
             scaled = top_k_filter(scaled, self.top_k)
-        else:
+        elif self.method == "top_p":
             scaled = top_p_filter(scaled, self.top_p)
+        else:
+            scaled = filter_logits(scaled, self.top_k, self.top_p)
         seed = tf.random.experimental.stateless_fold_in(self.seed, step)
         drawn = tf.random.stateless_categorical(scaled, 1, seed=seed, dtype=tf.int32)
         return drawn[:, 0]  # (batch, 1) -> (batch,)
@@ -130,18 +165,19 @@ def sample(
         symbols_to_logits_fn, initial_ids, max_decode_length, eos_id, padded_decode,
             max_lengths, pad_id: as in `beam_search` (rows are batch items).
         initial_cache: nest of `(batch, ...)` tensors, used as is.
-        method: "greedy", "top_k" or "top_p".
+        method: "greedy", "top_k", "top_p" or "sample" (both filters of `filter_logits`,
+            each off by default; the only method whose knobs may be tensors).
         top_k: with "top_k", sample among the k most likely tokens.
         top_p: with "top_p", sample in the nucleus of probability mass p.
         temperature: divides the logits before filtering (sampling only).
-        seed: int pair or int32 `(2,)` tensor for the stateless random ops.
+        seed: int pair or int `(2,)` tensor for the stateless random ops.
 
     Returns:
         `(ids, log_probs)`: int32 `(batch, length + 1)`, the initial id first and `pad_id`
         after EOS; float32 `(batch,)`, the model's log-probability of the generated tokens
         (EOS included, untempered logits).
     """
-    _check_args(method, top_k, top_p, temperature)
+    check_sampling_args(method, top_k, top_p, temperature)
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
     max_len, limits = length_limits(initial_ids, max_decode_length, max_lengths)
     ids = start_ids(initial_ids[:, None], max_len, padded_decode, pad_id)  # (batch, 1 or max+1)
@@ -153,6 +189,6 @@ def sample(
         ids=free_last_axis(ids), cache=tf.nest.map_structure(growing_shape, initial_cache)
     )
     sampler = _Sampler(symbols_to_logits_fn, method, top_k, top_p, temperature,
-                       tf.cast(seed, tf.int32), limits, eos_id, pad_id, padded_decode)  # fmt: skip
+                       tf.cast(seed, tf.int64), limits, eos_id, pad_id, padded_decode)  # fmt: skip
     final = run_loop(sampler.keep_going, sampler.step_fn, state, padded_decode, growing, max_len)
     return final.ids, final.log_probs

@@ -1,11 +1,14 @@
 """Translation with beam search: ids in, ids out (`translate_ids`), and strings in, strings out
 (`Translator`), with the paper's settings by default (beam 4, alpha 0.6, at most
-source length + 50 output tokens).
+source length + 50 output tokens); greedy decoding and top-k / top-p sampling through the
+same objects.
 
     ids, scores = translate_ids(model, source_ids)                 # (batch, len), (batch,)
     translator = Translator(model, tokenizer, SearchOptions(beam_size=4))
     translator(["Hello world."])                                    # -> ["Hallo Welt."]
     translator.translate_tensors(tf.constant(["Hello world."]))     # pure TF, for export
+    texts, scores = translator.sample(lines, method="top_p", top_p=0.9, seed=7)
+    translator.sample_tensors(tf.constant(["Hi"]), top_k=k, seed=s)  # pure TF, for export
 
 Lengths. The source length counts its subword tokens with EOS. A source longer than the
 model's `max_length` is cut to `max_length - 1` tokens plus EOS; eager calls log one warning
@@ -24,14 +27,15 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.config import SearchOptions
-from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.beam_search import beam_search, length_penalty
 from keras_transformer.decoding.incremental import incremental_decoder
+from keras_transformer.decoding.sampling import check_sampling_args, sample
 from keras_transformer.model import Transformer
 
 logger = logging.getLogger("keras_transformer")
 
 
-def _check_model(model) -> Transformer:
+def check_model(model) -> Transformer:
     if not isinstance(model, Transformer):
         raise TypeError(
             "model must be a keras_transformer Transformer (build_transformer, a loaded .keras "
@@ -97,6 +101,50 @@ def search_ids(
     return ids[:, :, 1:], scores  # drop BOS -> (batch, n_best, max_len)
 
 
+def seed_pair(seed) -> tf.Tensor:
+    """An int scalar (Python or tensor) -> the int64 `(2,)` seed `[seed, 0]` of the stateless
+    random ops; a pair is kept as is."""
+    seed = tf.cast(seed, tf.int64)
+    return tf.stack([seed, tf.zeros_like(seed)]) if seed.shape.rank == 0 else seed
+
+
+def sample_ids(
+    model: Transformer,
+    source_ids,
+    options: SearchOptions,
+    method: str = "greedy",
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    seed=0,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Greedy or sampled decoding of right-padded source ids, TF ops only: the sampling
+    counterpart of `search_ids` (same source preparation and output length limits, taken from
+    `options`; `method`, knobs and `seed` as in `decoding.sampling.sample`, seed an int or a
+    pair).
+
+    Returns int32 `(batch, max_len)` ids without BOS, `pad_id` after EOS, and float32
+    `(batch,)` scores log P(y | x) / lp(|y|) with `options.alpha`, as beam search scores."""
+    config = model.config
+    source, lengths = prepare_source(source_ids, config)
+    memory, memory_mask = model.encode(source)
+    limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
+    max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
+    fn, cache = incremental_decoder(
+        model, memory, memory_mask, 1,
+        max_decode_length=max_len if options.padded_decode else None,
+    )  # fmt: skip
+    ids, log_probs = sample(
+        fn, tf.fill(tf.shape(source)[:1], config.bos_id), cache, max_len, config.eos_id,
+        method=method, top_k=top_k, top_p=top_p, temperature=temperature,
+        seed=seed_pair(seed), padded_decode=options.padded_decode, max_lengths=limits,
+        pad_id=config.pad_id,
+    )  # fmt: skip
+    ids = ids[:, 1:]  # drop BOS -> (batch, max_len)
+    length = tf.reduce_sum(tf.cast(tf.not_equal(ids, config.pad_id), tf.int32), axis=1)
+    return ids, log_probs / length_penalty(length, options.alpha)
+
+
 def warn_if_truncated(lengths, max_length: int) -> bool:
     """Eagerly, log one warning if some source lengths `(batch,)` (EOS included) exceed
     `max_length`; returns whether it did (never when traced: an export truncates silently)."""
@@ -130,7 +178,7 @@ def translate_ids(
         all-pad columns are dropped. Scores are log P(y | x) / ((5 + |y|) / 6) ** alpha, |y|
         counting EOS.
     """
-    config = _check_model(model).config
+    config = check_model(model).config
     search = search or SearchOptions()
     if tf.executing_eagerly():
         dense = source_ids
@@ -162,6 +210,7 @@ class Translator(tf.Module):
     >>> translator(["Hello world."])                       # ["Hallo Welt."]
     >>> texts, scores = translator.translate(lines, batch_size=64)
     >>> translator.translate_tensors(tf.constant(["Hi"]))  # {"translations", "scores"}
+    >>> texts, scores = translator.sample(lines, method="top_k", top_k=10, seed=3)
     """
 
     def __init__(
@@ -176,12 +225,12 @@ class Translator(tf.Module):
         search = search or SearchOptions()
         if jit_compile and not search.padded_decode:
             raise ValueError("jit_compile=True needs padded_decode=True (static shapes).")
-        self.model = _check_model(model)
+        self.model = check_model(model)
         self.tokenizer = tokenizer
         self.config = model.config
         self.options = search.replace(n_best=1)
         self.jit_compile = jit_compile
-        self._searches = {}  # "n_best_<k>" -> tf.function over int32 (batch, src_len)
+        self._searches = {}  # "n_best_<k>" / "sample_<method>" -> tf.function over source ids
         self._warned = False
 
     def search_function(self, n_best: int = 1):
@@ -193,6 +242,28 @@ class Translator(tf.Module):
             self._searches[key] = tf.function(
                 lambda source: search_ids(self.model, source, options),
                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
+                jit_compile=self.jit_compile,
+            )
+        return self._searches[key]
+
+    def sample_function(self, method: str):
+        """The `tf.function` (XLA if `jit_compile`) of `sample_ids` for `method` ("greedy" or
+        "sample"): `(source_ids int32 (batch, src_len), temperature float32 (), top_k int32 (),
+        top_p float32 (), seed int64 (2,))` -> `(ids (batch, len), scores (batch,))`."""
+        key = f"sample_{method}"
+        if key not in self._searches:
+            specs = [
+                tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+                tf.TensorSpec([], tf.float32, name="temperature"),
+                tf.TensorSpec([], tf.int32, name="top_k"),
+                tf.TensorSpec([], tf.float32, name="top_p"),
+                tf.TensorSpec([2], tf.int64, name="seed"),
+            ]
+            self._searches[key] = tf.function(
+                lambda source, temperature, top_k, top_p, seed: sample_ids(
+                    self.model, source, self.options, method, temperature, top_k, top_p, seed
+                ),
+                input_signature=specs,
                 jit_compile=self.jit_compile,
             )
         return self._searches[key]
@@ -222,6 +293,45 @@ class Translator(tf.Module):
         texts = tf.reshape(self.tokenizer.detokenize(flat), shape[:2])  # -> (batch, n_best)
         return {"translations": texts, "scores": scores}
 
+    def sample_tensors(
+        self, text, method: str = "sample", temperature=1.0, top_k=0, top_p=1.0, seed=0
+    ) -> dict:
+        """String `(batch,)` -> `{"translations": string (batch,), "scores": float32 (batch,)}`
+        by greedy decoding or sampling; TF ops only (the export's `translate_sample`).
+
+        Args:
+            method: "greedy" (argmax; the knobs are ignored), "top_k" (top_p off), "top_p"
+                (top_k off) or "sample" (both filters as given, each off by default).
+            temperature: > 0, divides the logits before filtering.
+            top_k: keep the k most likely tokens; 0 turns the filter off (1 is greedy).
+            top_p: keep the nucleus of probability mass p in (0, 1]; 1 turns it off.
+            seed: int or int scalar tensor (or an int64 `(2,)` pair): the same seed and batch
+                give the same translations.
+
+        Python values are checked here (ValueError); tensors (a served request) by assertions
+        in the graph (InvalidArgumentError). Scores are log P(y | x) / lp(|y|), the model's
+        untempered log-probabilities with the length penalty of the search options.
+        """
+        check_sampling_args(method, top_k, top_p, temperature)
+        if method == "top_k":
+            method, top_p = "sample", 1.0
+        elif method == "top_p":
+            method, top_k = "sample", 0
+        temperature = tf.cast(temperature, tf.float32)
+        top_k, top_p = tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32)
+        checks = [
+            tf.debugging.assert_positive(temperature, message="temperature must be > 0"),
+            tf.debugging.assert_non_negative(top_k, message="top_k must be >= 0 (0: off)"),
+            tf.debugging.assert_positive(top_p, message="top_p must be in (0, 1]"),
+            tf.debugging.assert_less_equal(top_p, 1.0, message="top_p must be in (0, 1]"),
+        ]
+        with tf.control_dependencies(checks):
+            source = tf.identity(self._source_ids(text))
+        ids, scores = self.sample_function("greedy" if method == "greedy" else "sample")(
+            source, temperature, top_k, top_p, seed_pair(seed)
+        )
+        return {"translations": self.tokenizer.detokenize(ids), "scores": scores}
+
     def __call__(
         self, texts: Sequence[str] | str, n_best: int | None = None, return_scores: bool = False
     ):
@@ -248,22 +358,60 @@ class Translator(tf.Module):
     ) -> tuple[list, list]:
         """Translate many strings in batches of similar length (sorted by subword length,
         results put back in input order): `(translations, scores)` as `__call__` returns."""
-        if not isinstance(batch_size, int) or batch_size <= 0:
+        return self._in_batches(
+            texts, batch_size, progress,
+            lambda batch, _: self(batch, n_best=n_best, return_scores=True),
+        )  # fmt: skip
+
+    def sample(
+        self,
+        texts: Sequence[str],
+        method: str = "sample",
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> tuple[list[str], list[float]]:
+        """Greedy decoding or sampling of many strings (see `sample_tensors` for the method
+        and knobs), in batches of similar length, results in input order:
+        `(translations, scores)`. Batch b draws with the seed pair `[seed, b]`, so the same
+        seed, texts and batch size give the same translations (the first batch as the export's
+        `translate_sample` does for that batch and seed)."""
+        check_sampling_args(method, top_k, top_p, temperature)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an int. Received: seed={seed!r}")
+
+        def run(batch: list[str], index: int):
+            out = self.sample_tensors(
+                tf.constant(batch), method, temperature, top_k, top_p,
+                tf.constant([seed, index], tf.int64),
+            )  # fmt: skip
+            outputs = [t.decode("utf-8") for t in out["translations"].numpy()]
+            return outputs, out["scores"].numpy().tolist()
+
+        return self._in_batches(texts, batch_size, progress, run)
+
+    def _in_batches(self, texts, batch_size, progress, run) -> tuple[list, list]:
+        """`run(batch_texts, batch_index) -> (outputs, scores)` over batches of similar
+        subword length (sorted, stable), results put back in input order."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int. Received: {batch_size!r}")
         texts = list(texts)
         if not texts:
             return [], []
         lengths = self.tokenizer.tokenize(tf.constant(texts)).row_lengths().numpy()
         order = np.argsort(lengths, kind="stable")  # batch similar lengths together
-        translations, scores = [None] * len(texts), [None] * len(texts)
+        outputs, scores = [None] * len(texts), [None] * len(texts)
         starts = range(0, len(texts), batch_size)
         if progress:
             from tqdm import tqdm
 
             starts = tqdm(starts, desc="translating", unit="batch")
-        for start in starts:
+        for number, start in enumerate(starts):
             index = order[start : start + batch_size]
-            batch = self([texts[i] for i in index], n_best=n_best, return_scores=True)
-            for i, text, score in zip(index, *batch):
-                translations[i], scores[i] = text, score
-        return translations, scores
+            batch = run([texts[i] for i in index], number)
+            for i, output, score in zip(index, *batch):
+                outputs[i], scores[i] = output, score
+        return outputs, scores

@@ -1,0 +1,139 @@
+"""Teacher-forced scoring: log P(target | source) under the full model, no search.
+
+    scores = score_pairs(model, tokenizer, ["Hello world."], ["Hallo Welt."])
+    # {"log_prob": (n,), "per_token": (n,), "score": (n,)} float32 NumPy arrays, input order
+    out = score_ids(model, source_ids, target_ids)       # TF ops: any batch of ids
+    out = score_tensors(model, tokenizer, sources, targets)  # TF ops, strings (the export)
+
+A target y is scored as the model was trained: the decoder reads BOS + y's pieces and
+predicts y's pieces + EOS, one full (uncached) forward pass, padding masked. For |y| predicted
+tokens (EOS included):
+
+    log_prob  = sum_t log softmax(logits_t)[y_t]
+    per_token = log_prob / |y|
+    score     = log_prob / ((5 + |y|) / 6) ** alpha     (GNMT length penalty, as beam search)
+
+so scoring a beam-search output gives the score beam search reported for it. Sources are
+prepared as for translation (cut to the model's `max_length`, empty -> [EOS]); targets keep at
+most `max_length - 1` pieces plus EOS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.config import SearchOptions
+from keras_transformer.decoding.beam_search import length_penalty
+from keras_transformer.decoding.translator import check_model, prepare_source
+from keras_transformer.model import Transformer
+
+OUTPUT_KEYS = ("log_prob", "per_token", "score")
+
+
+def score_ids(model: Transformer, source_ids, target_ids, alpha: float | None = None) -> dict:
+    """Scores of right-padded target ids given right-padded source ids (dense or ragged).
+
+    Args:
+        model: a `Transformer`.
+        source_ids: int `(batch, src_len)`, as `translate_ids` takes them.
+        target_ids: int `(batch, tgt_len)`, the tokens to predict (EOS last, if any, as beam
+            search returns them), `pad_id` after; at most `max_length` are kept.
+        alpha: length penalty exponent (default: the paper's, `SearchOptions().alpha`).
+
+    Returns:
+        `{"log_prob", "per_token", "score"}`, each float32 `(batch,)`.
+    """
+    config = check_model(model).config
+    alpha = SearchOptions().alpha if alpha is None else alpha
+    source, _ = prepare_source(source_ids, config)
+    if isinstance(target_ids, tf.RaggedTensor):
+        target_ids = target_ids.to_tensor(default_value=config.pad_id)
+    labels = tf.cast(tf.convert_to_tensor(target_ids), tf.int32)[:, : config.max_length]
+    bos = tf.fill([tf.shape(labels)[0], 1], config.bos_id)
+    inputs = tf.concat([bos, labels[:, :-1]], axis=1)  # shifted right -> (batch, tgt_len)
+    logits = model({"source": source, "target": inputs}, training=False)  # (b, tgt_len, vocab)
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+    chosen = tf.gather(log_probs, labels, batch_dims=2)  # -> (batch, tgt_len)
+    mask = tf.not_equal(labels, config.pad_id)  # (batch, tgt_len)
+    log_prob = tf.reduce_sum(tf.where(mask, chosen, 0.0), axis=1)  # (batch,)
+    length = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
+    return {
+        "log_prob": log_prob,
+        "per_token": log_prob / tf.cast(tf.maximum(length, 1), tf.float32),
+        "score": log_prob / length_penalty(length, alpha),
+    }
+
+
+def encode_target(tokenizer, texts, max_length: int) -> tf.RaggedTensor:
+    """Target strings `(batch,)` -> the ids to predict `(batch, None)`: pieces (at most
+    `max_length - 1`) then EOS, the same layout as sources."""
+    return tokenizer.encode_source(texts, max_length)
+
+
+def score_tensors(model: Transformer, tokenizer, sources, targets, alpha=None) -> dict:
+    """Strings `(batch,)` and `(batch,)` -> `score_ids`'s dict; TF ops only (traceable with an
+    input signature, as the export's `score` signature is)."""
+    config = check_model(model).config
+    source = tokenizer.encode_source(tf.convert_to_tensor(sources, tf.string), config.max_length)
+    target = encode_target(tokenizer, tf.convert_to_tensor(targets, tf.string), config.max_length)
+    return score_ids(
+        model,
+        source.to_tensor(default_value=config.pad_id),
+        target.to_tensor(default_value=config.pad_id),
+        alpha,
+    )
+
+
+def score_pairs(
+    model: Transformer,
+    tokenizer,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    search: SearchOptions | None = None,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """Score many (source, target) strings in batches of similar length.
+
+    Args:
+        search: only its `alpha` is used, for `score` (default: the paper's 0.6).
+        batch_size: pairs per forward pass.
+        progress: a tqdm progress bar (stderr).
+
+    Returns:
+        `{"log_prob", "per_token", "score"}`: float32 NumPy arrays `(len(sources),)`, in input
+        order.
+    """
+    config = check_model(model).config
+    sources, targets = list(sources), list(targets)
+    if len(sources) != len(targets):
+        raise ValueError(f"Got {len(sources)} sources for {len(targets)} targets.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive int. Received: {batch_size!r}")
+    alpha = (search or SearchOptions()).alpha
+    out = {key: np.zeros(len(sources), np.float32) for key in OUTPUT_KEYS}
+    if not sources:
+        return out
+    source_ids = tokenizer.encode_source(tf.constant(sources), config.max_length)
+    target_ids = encode_target(tokenizer, tf.constant(targets), config.max_length)
+    lengths = np.maximum(source_ids.row_lengths().numpy(), target_ids.row_lengths().numpy())
+    order = np.argsort(lengths, kind="stable")  # batch similar lengths together
+    spec = tf.TensorSpec([None, None], tf.int32)
+    run = tf.function(lambda s, t: score_ids(model, s, t, alpha), input_signature=[spec, spec])
+    starts = range(0, len(sources), batch_size)
+    if progress:
+        from tqdm import tqdm
+
+        starts = tqdm(starts, desc="scoring", unit="batch")
+    for start in starts:
+        index = order[start : start + batch_size]
+        batch = [
+            tf.gather(ids, index).to_tensor(default_value=config.pad_id)
+            for ids in (source_ids, target_ids)
+        ]  # each: (batch, len)
+        for key, value in run(*batch).items():
+            out[key][index] = value.numpy()
+    return out
