@@ -19,8 +19,16 @@ import tensorflow_text as tf_text
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.cli import verify_export
 from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.decoding.scoring import score_tensors
 from keras_transformer.serving import export as ex
-from keras_transformer.serving.signatures import NBEST_SIGNATURE, SERVING_SIGNATURE
+from keras_transformer.serving.signatures import (
+    NBEST_SIGNATURE,
+    SAMPLE_INPUTS,
+    SAMPLE_SIGNATURE,
+    SCORE_SIGNATURE,
+    SERVING_SIGNATURE,
+    SIGNATURES,
+)
 from keras_transformer.serving.verify import compare
 from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
 
@@ -31,11 +39,15 @@ SEARCH = SearchOptions(beam_size=BEAM_SIZE, alpha=ALPHA)
 TEXTS = [SENTENCES[0], SENTENCES[4], "Le chat dort number 7.", "Der Hund schläft.", "x"]
 BAD_TEXTS = [b"", b"   \t ", b"\xff\xfe caf\xc3 \x80", "😀 ça va?".encode(), b"word " * 20_000]
 QUIET_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+SAMPLING = {"temperature": 1.3, "top_k": 5, "top_p": 0.95, "seed": 3}
 
 # Loads and runs the export in a fresh interpreter that can import tensorflow and
-# tensorflow_text but no project code; prints the outputs of both signatures as hex.
+# tensorflow_text but no project code, twice: with `tf.saved_model.load` (every input sent),
+# then as TF Serving runs a SavedModel (TF1 graph, the saver's restore op, a session fed only
+# `text` or `source`/`target`, so sampling inputs come from the SignatureDef's defaults).
+# Prints every output of every signature, strings as hex.
 FRESH_PROCESS_SCRIPT = """
-import json, sys
+import json, os, sys
 
 class BlockProjectImports:
     def find_spec(self, name, path=None, target=None):
@@ -45,19 +57,41 @@ class BlockProjectImports:
 sys.meta_path.insert(0, BlockProjectImports())
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the SentencePiece ops)
+from tensorflow.core.protobuf import saved_model_pb2
 
-loaded = tf.saved_model.load(sys.argv[1])
-texts = tf.constant([bytes.fromhex(t) for t in json.loads(sys.stdin.read())])
-result = {}
+def as_json(value):
+    if value.dtype == object:
+        return {"hex": [[b.hex() for b in row] for row in value.reshape(len(value), -1)],
+                "shape": list(value.shape)}
+    return {"values": value.tolist(), "dtype": value.dtype.name}
+
+export_dir, request = sys.argv[1], json.loads(sys.stdin.read())
+texts = [bytes.fromhex(t) for t in request["texts"]]
+fed = {"text": texts, "source": texts, "target": texts[::-1]}
+loaded = tf.saved_model.load(export_dir)
+result = {"loaded": {}, "session": {}}
 for name, function in loaded.signatures.items():
-    out = function(text=texts)
-    strings = out["translations"].numpy().astype(object)
-    result[name] = {
-        "translations": [[b.hex() for b in row] for row in strings.reshape(len(strings), -1)],
-        "shape": list(out["translations"].shape),
-        "scores": out["scores"].numpy().tolist(),
-        "scores_dtype": out["scores"].dtype.name,
-    }
+    specs = function.structured_input_signature[1]
+    kwargs = {k: tf.constant(fed[k] if k in fed else request["sampling"][k], spec.dtype)
+              for k, spec in specs.items()}
+    result["loaded"][name] = {k: as_json(v.numpy()) for k, v in function(**kwargs).items()}
+
+saved_model = saved_model_pb2.SavedModel()
+with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+    saved_model.ParseFromString(f.read())
+(meta_graph,) = saved_model.meta_graphs
+saver = meta_graph.saver_def
+with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    tf.graph_util.import_graph_def(meta_graph.graph_def, name="")
+    variables = os.path.join(export_dir, "variables", "variables")
+    session.run(saver.restore_op_name, {saver.filename_tensor_name: variables})
+    for name, signature in meta_graph.signature_def.items():
+        if name.startswith("__"):  # __saved_model_init_op: run on load, not a signature
+            continue
+        feed = {info.name: fed[k] for k, info in signature.inputs.items() if k in fed}
+        fetch = {k: info.name for k, info in signature.outputs.items()}
+        result["session"][name] = {k: as_json(v) for k, v in session.run(fetch, feed).items()}
+        result["session"][name]["defaults"] = sorted(signature.defaults)
 result["project_modules"] = [m for m in sys.modules if m.split(".")[0] == "keras_transformer"]
 print("RESULT=" + json.dumps(result))
 """
@@ -100,33 +134,65 @@ def test_layout_is_tf_serving_version_directory(export_dir):
     assert (Path(export_dir) / "assets.extra" / ex.WARMUP_FILE).is_file()
 
 
+SPEC = tf.TensorSpec([None], tf.string)
+
+
+def _sampled(translator, texts: list[bytes], sampling: dict) -> dict:
+    sample = tf.function(lambda t: translator.sample_tensors(t, "sample", **sampling), [SPEC])
+    return sample(tf.constant(texts))
+
+
+def _in_process_outputs(translator, texts: list[bytes], sampling: dict) -> dict:
+    """What each signature must return for `texts` (`score`: targets are the texts reversed),
+    from the in-process Translator traced as the export traces it."""
+    n_best = tf.function(lambda t: translator.translate_tensors_n_best(t, N_BEST), [SPEC])
+    score = tf.function(
+        lambda s, t: score_tensors(translator.model, translator.tokenizer, s, t, ALPHA),
+        [SPEC, SPEC],
+    )
+    text = tf.constant(texts)
+    return {
+        SERVING_SIGNATURE: tf.function(translator.translate_tensors, [SPEC])(text),
+        NBEST_SIGNATURE: n_best(text),
+        SAMPLE_SIGNATURE: _sampled(translator, texts, sampling),
+        SCORE_SIGNATURE: score(text, text[::-1]),
+    }
+
+
+def _assert_outputs_equal(got: dict, want: dict, where: str):
+    assert set(got) - {"defaults"} == set(want), where
+    for key, value in want.items():
+        if value.dtype == tf.string:
+            assert got[key]["hex"] == _hex_rows(value), (where, key)
+            assert got[key]["shape"] == value.shape.as_list(), (where, key)
+        else:
+            assert got[key]["dtype"] == "float32", (where, key)
+            diff = tf.abs(tf.constant(got[key]["values"]) - value)
+            assert float(tf.reduce_max(diff)) <= 1e-5, (where, key)
+
+
 def test_fresh_process_without_project_code_matches_translator(export_dir, translator, tmp_path):
     texts = [t.encode() for t in TEXTS] + BAD_TEXTS[:3]
+    request = {"texts": [t.hex() for t in texts], "sampling": SAMPLING}
     run = subprocess.run(
         [sys.executable, "-I", "-c", FRESH_PROCESS_SCRIPT, export_dir],
-        input=json.dumps([t.hex() for t in texts]), capture_output=True, text=True,
-        cwd=tmp_path, env=QUIET_ENV, timeout=300, check=False,
+        input=json.dumps(request), capture_output=True, text=True,
+        cwd=tmp_path, env=QUIET_ENV, timeout=600, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     fresh = json.loads(run.stdout.split("RESULT=")[-1])
     assert fresh["project_modules"] == []
-    spec = tf.TensorSpec([None], tf.string)
-    expected = {
-        SERVING_SIGNATURE: tf.function(translator.translate_tensors, input_signature=[spec]),
-        NBEST_SIGNATURE: tf.function(
-            lambda text: translator.translate_tensors_n_best(text, n_best=N_BEST),
-            input_signature=[spec],
-        ),
-    }
-    assert set(fresh) - {"project_modules"} == set(expected)
-    for name, function in expected.items():
-        want = function(tf.constant(texts))
-        got = fresh[name]
-        assert got["translations"] == _hex_rows(want["translations"]), name
-        width = [] if name == SERVING_SIGNATURE else [N_BEST]
-        assert got["shape"] == [len(texts)] + width
-        assert got["scores_dtype"] == "float32"
-        assert tf.reduce_max(tf.abs(tf.constant(got["scores"]) - want["scores"])) <= 1e-5
+    assert set(fresh["loaded"]) == set(fresh["session"]) == set(SIGNATURES)
+    expected = _in_process_outputs(translator, texts, SAMPLING)
+    for name, want in expected.items():
+        _assert_outputs_equal(fresh["loaded"][name], want, f"loaded {name}")
+    assert fresh["loaded"][NBEST_SIGNATURE]["translations"]["shape"] == [len(texts), N_BEST]
+    # As TF Serving runs it: weights restored by the saver, omitted inputs from the defaults.
+    defaults = {key: value for key, (_, value) in SAMPLE_INPUTS.items()}
+    expected[SAMPLE_SIGNATURE] = _sampled(translator, texts, defaults)
+    for name, want in expected.items():
+        _assert_outputs_equal(fresh["session"][name], want, f"session {name}")
+    assert fresh["session"][SAMPLE_SIGNATURE]["defaults"] == sorted(SAMPLE_INPUTS)
 
 
 def _verify_flags(model_dir: str, export_dir: str, weights: str) -> list[str]:
@@ -192,6 +258,20 @@ def test_saved_model_cli_reports_signatures(export_dir):
         )
         assert outputs == {"translations": ("DT_STRING", shape), "scores": ("DT_FLOAT", shape)}
         assert len(re.findall(r"outputs\['", block)) == 2
+    sample = _signature_block(text, SAMPLE_SIGNATURE).replace(", ", ",")
+    assert _tensor_info(sample, "inputs", "text") == ("DT_STRING", "(-1)")
+    types = {"float64": "DT_DOUBLE", "int64": "DT_INT64"}
+    for key, (dtype, _) in SAMPLE_INPUTS.items():
+        assert _tensor_info(sample, "inputs", key) == (types[dtype], "()")
+    assert len(re.findall(r"inputs\['", sample)) == 1 + len(SAMPLE_INPUTS)
+    for key in ("translations", "scores"):
+        assert _tensor_info(sample, "outputs", key)[1] == "(-1)"
+    score = _signature_block(text, SCORE_SIGNATURE)
+    for key in ("source", "target"):
+        assert _tensor_info(score, "inputs", key) == ("DT_STRING", "(-1)")
+    for key in ("log_prob", "per_token", "score"):
+        assert _tensor_info(score, "outputs", key) == ("DT_FLOAT", "(-1)")
+    assert len(re.findall(r"inputs\['", score)) == 2 and len(re.findall(r"outputs\['", score)) == 3
     # The CLI's own op list must be covered by ours (ours also walks nested functions).
     cli_ops = set(re.findall(r"'(\w+)'", text.split("contains the following ops:")[1]))
     assert cli_ops <= ex.saved_model_op_types(export_dir)
@@ -222,7 +302,23 @@ def test_op_check_rejects_python_and_other_custom_ops(tmp_path):
     assert any(op.startswith("TFText>") for op in bad), bad
 
 
-def test_warmup_requests_cover_both_signatures_and_replay(export_dir, loaded):
+def test_signature_defaults_are_the_sampling_defaults(export_dir):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((Path(export_dir) / "saved_model.pb").read_bytes())
+    (meta_graph,) = saved_model.meta_graphs
+    signature = meta_graph.signature_def[SAMPLE_SIGNATURE]
+    defaults = {key: tf.make_ndarray(proto).item() for key, proto in signature.defaults.items()}
+    assert defaults == {key: value for key, (_, value) in SAMPLE_INPUTS.items()}
+    nodes = {node.name: node.op for node in meta_graph.graph_def.node}
+    for key in SAMPLE_INPUTS:  # a request may leave them out
+        assert nodes[signature.inputs[key].name.split(":")[0]] == "PlaceholderWithDefault"
+    for name in (SERVING_SIGNATURE, NBEST_SIGNATURE, SCORE_SIGNATURE):
+        assert not meta_graph.signature_def[name].defaults
+
+
+def test_warmup_requests_cover_every_signature_and_replay(export_dir, loaded):
     from tensorflow_serving.apis import prediction_log_pb2
 
     path = os.path.join(export_dir, "assets.extra", ex.WARMUP_FILE)
@@ -231,25 +327,62 @@ def test_warmup_requests_cover_both_signatures_and_replay(export_dir, loaded):
         logs.append(prediction_log_pb2.PredictionLog.FromString(record.numpy()))
     assert 0 < len(logs) <= 1000  # TF Serving reads at most 1000 warm-up records
     requests = [log.predict_log.request for log in logs]
-    assert {r.model_spec.signature_name for r in requests} == {
-        SERVING_SIGNATURE, NBEST_SIGNATURE
-    }  # fmt: skip
+    assert {r.model_spec.signature_name for r in requests} == set(SIGNATURES)
     for request in requests:
-        assert request.model_spec.name == MODEL_NAME and list(request.inputs) == ["text"]
-        text = tf.make_ndarray(request.inputs["text"])
-        out = loaded.signatures[request.model_spec.signature_name](text=tf.constant(text))
-        assert out["translations"].shape[0] == len(text)
+        name = request.model_spec.signature_name
+        function = loaded.signatures[name]
+        assert request.model_spec.name == MODEL_NAME
+        assert set(request.inputs) == set(function.structured_input_signature[1])
+        inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
+        out = function(**inputs)
+        batch = len(inputs["source" if name == SCORE_SIGNATURE else "text"])
+        assert all(value.shape[0] == batch for value in out.values())
 
 
-@pytest.mark.parametrize("signature", [SERVING_SIGNATURE, NBEST_SIGNATURE])
+def _sampling_tensors(**values) -> dict:
+    values = {key: values.get(key, default) for key, (_, default) in SAMPLE_INPUTS.items()}
+    return {key: tf.constant(value, SAMPLE_INPUTS[key][0]) for key, value in values.items()}
+
+
+@pytest.mark.parametrize("signature", [SERVING_SIGNATURE, NBEST_SIGNATURE, SAMPLE_SIGNATURE])
 def test_bad_inputs_get_one_translation_each(loaded, signature):
-    out = loaded.signatures[signature](text=tf.constant(BAD_TEXTS))
-    width = [] if signature == SERVING_SIGNATURE else [N_BEST]
+    extra = _sampling_tensors() if signature == SAMPLE_SIGNATURE else {}
+    out = loaded.signatures[signature](text=tf.constant(BAD_TEXTS), **extra)
+    width = [N_BEST] if signature == NBEST_SIGNATURE else []
     assert out["translations"].shape == [len(BAD_TEXTS)] + width
     assert out["scores"].shape == [len(BAD_TEXTS)] + width
     assert bool(tf.reduce_all(tf.math.is_finite(out["scores"])))
     for text in tf.reshape(out["translations"], [-1]).numpy():
         text.decode("utf-8")  # always valid UTF-8, even for invalid input bytes
+
+
+def test_score_signature_takes_any_strings_and_checks_batch_sizes(loaded):
+    score = loaded.signatures[SCORE_SIGNATURE]
+    out = score(source=tf.constant(BAD_TEXTS), target=tf.constant(BAD_TEXTS[::-1]))
+    assert sorted(out) == ["log_prob", "per_token", "score"]
+    for value in out.values():
+        assert value.shape == [len(BAD_TEXTS)] and bool(tf.reduce_all(value < 0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="batch sizes differ"):
+        score(source=tf.constant(BAD_TEXTS), target=tf.constant(BAD_TEXTS[:2]))
+
+
+def test_sample_signature_same_seed_same_output_other_seeds_differ(loaded):
+    sample = loaded.signatures[SAMPLE_SIGNATURE]
+    texts = tf.constant([t.encode() for t in TEXTS])
+
+    def run(seed, **values):
+        out = sample(text=texts, **_sampling_tensors(**{"seed": seed, "top_p": 0.9, **values}))
+        return _hex_rows(out["translations"]), out["scores"].numpy().tolist()
+
+    first = run(1)
+    assert run(1) == first
+    assert any(run(seed)[0] != first[0] for seed in (2, 3))
+    greedy = run(1, top_k=1)
+    assert run(2, top_k=1) == greedy  # top_k 1 is greedy: no randomness left
+    with pytest.raises(tf.errors.InvalidArgumentError, match="temperature must be > 0"):
+        run(1, temperature=0.0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="top_p must be in"):
+        run(1, top_p=0.0)
 
 
 def test_long_source_is_truncated_to_max_length(loaded, model_dir):
@@ -354,10 +487,19 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
         assert not {n.op for n in function.node_def} & ex.SENTENCEPIECE_OPS
     texts = tf.constant([t.encode() for t in TEXTS] + BAD_TEXTS)
     jit = tf.saved_model.load(export_dir)
-    for name in (SERVING_SIGNATURE, NBEST_SIGNATURE):
-        want, got = loaded.signatures[name](text=texts), jit.signatures[name](text=texts)
-        assert _hex_rows(got["translations"]) == _hex_rows(want["translations"])
-        assert float(tf.reduce_max(tf.abs(got["scores"] - want["scores"]))) <= 1e-4
+    inputs = {
+        SERVING_SIGNATURE: {"text": texts},
+        NBEST_SIGNATURE: {"text": texts},
+        SAMPLE_SIGNATURE: {"text": texts, **_sampling_tensors(top_k=1)},  # greedy: no draws
+        SCORE_SIGNATURE: {"source": texts, "target": texts[::-1]},
+    }
+    for name, kwargs in inputs.items():
+        want, got = loaded.signatures[name](**kwargs), jit.signatures[name](**kwargs)
+        for key, value in want.items():
+            if value.dtype == tf.string:
+                assert _hex_rows(got[key]) == _hex_rows(value), (name, key)
+            else:
+                assert float(tf.reduce_max(tf.abs(got[key] - value))) <= 1e-4, (name, key)
 
 
 def test_export_builds_float32_model_under_a_mixed_policy(model_dir, tmp_path, monkeypatch):

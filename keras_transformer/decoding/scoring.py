@@ -77,8 +77,15 @@ def score_tensors(model: Transformer, tokenizer, sources, targets, alpha=None) -
     """Strings `(batch,)` and `(batch,)` -> `score_ids`'s dict; TF ops only (traceable with an
     input signature, as the export's `score` signature is)."""
     config = check_model(model).config
-    source = tokenizer.encode_source(tf.convert_to_tensor(sources, tf.string), config.max_length)
-    target = encode_target(tokenizer, tf.convert_to_tensor(targets, tf.string), config.max_length)
+    sources = tf.convert_to_tensor(sources, tf.string)
+    targets = tf.convert_to_tensor(targets, tf.string)
+    same = tf.debugging.assert_equal(
+        tf.size(sources), tf.size(targets), message="source and target batch sizes differ"
+    )
+    with tf.control_dependencies([same]):
+        sources = tf.identity(sources)
+    source = tokenizer.encode_source(sources, config.max_length)
+    target = encode_target(tokenizer, targets, config.max_length)
     return score_ids(
         model,
         source.to_tensor(default_value=config.pad_id),

@@ -7,14 +7,24 @@ Command line: `keras-transformer-export` (`python export/export_savedmodel.py`, 
 `python -m keras_transformer.cli.export`).
 
 The export is one `tf.Module` holding the Keras model and the SentencePiece tokenizer, with
-two signatures that take and return strings:
+four signatures that take strings:
 
     serving_default   text: string (batch,) -> translations: string (batch,),
                                                 scores: float32 (batch,)
     translate_nbest   text: string (batch,) -> translations: string (batch, n_best),
                                                 scores: float32 (batch, n_best)
+    translate_sample  text: string (batch,), temperature: float64 (), top_k: int64 (),
+                      top_p: float64 (), seed: int64 ()
+                                            -> translations: string (batch,),
+                                                scores: float32 (batch,)
+    score             source: string (batch,), target: string (batch,)
+                                            -> log_prob, per_token, score: float32 (batch,)
 
-Beam size, length penalty alpha and n_best are fixed at export time. The graph holds only stock
+Beam size, length penalty alpha and n_best are fixed at export time; the sampling inputs are
+per request, with defaults in the SignatureDef (`signatures.SAMPLE_INPUTS`: TF Serving >= 2.14
+fills an omitted one; older servers need all five). A bad sampling value (temperature <= 0,
+top_k < 0, top_p outside (0, 1]) fails the request with INVALID_ARGUMENT; `score` fails the
+same way when source and target differ in batch size. The graph holds only stock
 TensorFlow ops plus tensorflow-text's three SentencePiece ops (linked into stock TF Serving);
 `unservable_ops` checks this in a process that has not imported tensorflow_text, and every
 export is checked before its version directory appears. A version is written under a hidden
@@ -42,6 +52,11 @@ from keras_transformer.config import SearchOptions
 from keras_transformer.serving.signatures import (
     INPUT_KEY,
     NBEST_SIGNATURE,
+    SAMPLE_INPUTS,
+    SAMPLE_SIGNATURE,
+    SCORE_INPUT_KEYS,
+    SCORE_OUTPUT_KEYS,
+    SCORE_SIGNATURE,
     SERVING_SIGNATURE,
     make_predict_request,
 )
@@ -60,25 +75,54 @@ WARMUP_TEXTS = (
     "",
 )
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
+SAMPLE_SPECS = [TEXT_SPEC] + [
+    tf.TensorSpec([], dtype, name=key) for key, (dtype, _) in SAMPLE_INPUTS.items()
+]
+SCORE_SPECS = [tf.TensorSpec([None], tf.string, name=key) for key in SCORE_INPUT_KEYS]
+# Tensor defaults of a signature function's arguments become the SignatureDef's defaults.
+_SAMPLE_DEFAULTS = {key: tf.constant(value, dtype) for key, (dtype, value) in SAMPLE_INPUTS.items()}
+
+
+class _Untracked:
+    """Holds objects outside a SavedModel's object graph (a plain object is not tracked)."""
+
+    def __init__(self, **objects):
+        self.__dict__.update(objects)
 
 
 class TranslationModule(tf.Module):
-    """The served object: strings in, translations and scores out.
+    """The served object: strings in, translations, scores and pair scores out.
 
     Args:
-        translator: a `keras_transformer.decoding.Translator`: `translate_tensors(text)` and
-            `translate_tensors_n_best(text, n_best)` return `{"translations", "scores"}`.
-        model: the Keras model (tracked here so its variables are saved).
+        translator: a `keras_transformer.decoding.Translator`: `translate_tensors(text)`,
+            `translate_tensors_n_best(text, n_best)` and `sample_tensors(text, ...)` return
+            `{"translations", "scores"}`.
+        model: the Keras model; the `tf.Variable`s behind its weights are tracked here.
         tokenizer: the `SubwordTokenizer` (tracked so its SentencePiece resource is saved).
         n_best: the width of `translate_nbest`'s outputs.
+
+    The model and the translator are kept out of the object graph: a tracked Keras 3 weight
+    is saved as a copy of the `tf.Variable` it wraps, which the signatures never read. With
+    them tracked, every weight was stored twice and TF1-style loaders (TF Serving's C++
+    loader, `saved_model_cli run`) restored only the copies, so every request failed with
+    "Could not find variable" (keras-team/keras#20095). `tf.saved_model.load` hid this: it
+    rebinds the captures through the object graph.
     """
 
     def __init__(self, translator, model, tokenizer, n_best: int, name: str | None = None):
         super().__init__(name=name)
-        self.translator = translator
-        self.model = model
+        self._parts = _Untracked(translator=translator, model=model)
+        self.model_variables = [weight.value for weight in model.variables]  # the tf.Variables
         self.tokenizer = tokenizer
         self.n_best = n_best
+
+    @property
+    def translator(self):
+        return self._parts.translator
+
+    @property
+    def model(self):
+        return self._parts.model
 
     @tf.function(input_signature=[TEXT_SPEC])
     def translate(self, text):
@@ -96,10 +140,40 @@ class TranslationModule(tf.Module):
         scores = tf.ensure_shape(tf.cast(out["scores"], tf.float32), [None, self.n_best])
         return {"translations": translations, "scores": scores}
 
+    @tf.function(input_signature=SAMPLE_SPECS)
+    def translate_sample(
+        self,
+        text,
+        temperature=_SAMPLE_DEFAULTS["temperature"],
+        top_k=_SAMPLE_DEFAULTS["top_k"],
+        top_p=_SAMPLE_DEFAULTS["top_p"],
+        seed=_SAMPLE_DEFAULTS["seed"],
+    ):
+        """`text` (batch,) and scalar knobs -> translations string, scores float32 (batch,):
+        `Translator.sample_tensors` with method "sample" (top_k 1 is greedy)."""
+        out = self.translator.sample_tensors(
+            text, "sample", temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
+        )
+        translations = tf.ensure_shape(out["translations"], [None])  # (batch,)
+        scores = tf.ensure_shape(tf.cast(out["scores"], tf.float32), [None])  # (batch,)
+        return {"translations": translations, "scores": scores}
+
+    @tf.function(input_signature=SCORE_SPECS)
+    def score(self, source, target):
+        """`source`, `target` string (batch,) -> log_prob, per_token, score float32 (batch,):
+        teacher-forced log P(target | source), with the search's alpha for `score`."""
+        from keras_transformer.decoding.scoring import score_tensors
+
+        alpha = self.translator.options.alpha
+        out = score_tensors(self.model, self.tokenizer, source, target, alpha)
+        return {key: tf.ensure_shape(out[key], [None]) for key in SCORE_OUTPUT_KEYS}
+
     def signatures(self) -> dict:
         return {
             SERVING_SIGNATURE: self.translate.get_concrete_function(),
             NBEST_SIGNATURE: self.translate_nbest.get_concrete_function(),
+            SAMPLE_SIGNATURE: self.translate_sample,  # a tf.function: keeps its defaults
+            SCORE_SIGNATURE: self.score.get_concrete_function(),
         }
 
 
@@ -126,14 +200,16 @@ def next_version(model_base: str) -> int:
 
 
 def warmup_requests(model_name: str, texts: Sequence[str] = WARMUP_TEXTS) -> list:
-    """`PredictionLog`s for both signatures: each text alone, then all texts in one batch."""
+    """`PredictionLog`s for every signature: each text alone, then all texts in one batch
+    (`score`: each text scored as its own target; `translate_sample`: default knobs)."""
     from tensorflow_serving.apis import prediction_log_pb2
 
     batches = [[t] for t in texts if t] + [list(texts)]
     logs = []
-    for signature in (SERVING_SIGNATURE, NBEST_SIGNATURE):
+    for signature in (SERVING_SIGNATURE, NBEST_SIGNATURE, SAMPLE_SIGNATURE, SCORE_SIGNATURE):
         for batch in batches:
-            request = make_predict_request(batch, model_name, signature)
+            targets = batch if signature == SCORE_SIGNATURE else None
+            request = make_predict_request(batch, model_name, signature, targets=targets)
             log = prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request)
             )
@@ -267,8 +343,10 @@ def export_savedmodel(
         model_name: the directory under `export_base`, the name clients use.
         version: an integer directory name; default one more than the latest.
         weights: a `.weights.h5` file; default the final weights, else the latest checkpoint.
-        search: the beam search of both signatures, fixed in the export (default: the
-            paper's, `SearchOptions()`); its `n_best` is not used.
+        search: the beam search of the translate signatures, fixed in the export (default:
+            the paper's, `SearchOptions()`); its `n_best` is not used. Its `alpha` is also
+            the length penalty of the sampling and scoring signatures' scores, and its
+            `max_extra_length` limits sampled outputs too.
         n_best: the width of `translate_nbest`'s outputs, in [1, search.beam_size].
         jit_compile: XLA-compile the numeric decoding (string ops stay outside it).
         check_ops: refuse to publish an export with ops stock TF Serving lacks.

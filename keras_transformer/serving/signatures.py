@@ -1,8 +1,15 @@
 """What the exporter writes and the client sends: signature names, input and output keys,
-the predict method name, and the one `PredictRequest` builder both use.
+the sampling inputs' types and defaults, the predict method name, and the one `PredictRequest`
+builder both use.
 
 Plain Python at import (TensorFlow and tensorflow-serving-api load inside
 `make_predict_request`), so a client that only speaks REST never loads TensorFlow.
+
+    serving_default   text (batch,)                 -> translations, scores (batch,)
+    translate_nbest   text (batch,)                 -> translations, scores (batch, n_best)
+    translate_sample  text (batch,), temperature (), top_k (), top_p (), seed ()
+                                                    -> translations, scores (batch,)
+    score             source (batch,), target (batch,) -> log_prob, per_token, score (batch,)
 """
 
 from __future__ import annotations
@@ -11,9 +18,25 @@ from collections.abc import Sequence
 
 SERVING_SIGNATURE = "serving_default"  # text (batch,) -> translations, scores (batch,)
 NBEST_SIGNATURE = "translate_nbest"  # text (batch,) -> translations, scores (batch, n_best)
-SIGNATURES = (SERVING_SIGNATURE, NBEST_SIGNATURE)
+SAMPLE_SIGNATURE = "translate_sample"  # text, sampling knobs -> translations, scores (batch,)
+SCORE_SIGNATURE = "score"  # source, target (batch,) -> log_prob, per_token, score (batch,)
+SIGNATURES = (SERVING_SIGNATURE, NBEST_SIGNATURE, SAMPLE_SIGNATURE, SCORE_SIGNATURE)
 INPUT_KEY = "text"
 OUTPUT_KEYS = ("translations", "scores")
+SCORE_INPUT_KEYS = ("source", "target")
+SCORE_OUTPUT_KEYS = ("log_prob", "per_token", "score")
+# translate_sample's scalar inputs: name -> (dtype, default). The dtypes are JSON's number
+# types, so REST requests (and the test double) need no casts. The defaults (plain sampling
+# from the whole distribution, seed 0) are also written into the SignatureDef: TF Serving
+# >= 2.14 fills an omitted input from them; older servers and the test double need all five
+# inputs, which this module's requests always send.
+SAMPLE_INPUTS = {
+    "temperature": ("float64", 1.0),  # > 0, divides the logits
+    "top_k": ("int64", 0),  # keep the k most likely tokens; 0: off (1: greedy)
+    "top_p": ("float64", 1.0),  # keep the nucleus of mass p in (0, 1]; 1: off
+    "seed": ("int64", 0),  # the same seed and batch give the same translations
+}
+SAMPLING_METHODS = ("greedy", "top_k", "top_p", "sample")
 PREDICT_METHOD = "tensorflow/serving/predict"
 
 
@@ -24,13 +47,74 @@ def texts_as_bytes(texts: Sequence[str | bytes]) -> list[bytes]:
     return [t if isinstance(t, bytes) else t.encode("utf-8") for t in texts]
 
 
+def sampling_inputs(
+    method: str = "sample",
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
+) -> dict[str, int | float]:
+    """`translate_sample`'s scalar inputs for a decoding method of `Translator.sample`:
+    "greedy" is top_k 1, "top_k" turns top_p off, "top_p" turns top_k off, "sample" sends
+    both as given. A bad value raises a ValueError that names it."""
+    if method not in SAMPLING_METHODS:
+        raise ValueError(f"method must be one of {SAMPLING_METHODS}. Received: method={method!r}")
+    if method == "greedy":
+        temperature, top_k, top_p = 1.0, 1, 1.0
+    elif method == "top_k":
+        top_p = 1.0
+    elif method == "top_p":
+        top_k = 0
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0. Received: temperature={temperature!r}")
+    if not isinstance(top_k, int) or top_k < (1 if method == "top_k" else 0):
+        raise ValueError(f"top_k must be an int >= 1 (0: off). Received: top_k={top_k!r}")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1]. Received: top_p={top_p!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int. Received: seed={seed!r}")
+    return {"temperature": float(temperature), "top_k": top_k, "top_p": float(top_p), "seed": seed}
+
+
+def request_inputs(
+    signature: str,
+    texts: Sequence[str | bytes],
+    targets: Sequence[str | bytes] | None = None,
+    sampling: dict | None = None,
+) -> dict[str, list[bytes] | int | float]:
+    """The named inputs of one request to `signature`, as plain Python values (strings as
+    bytes): `text` (plus every sampling input for `translate_sample`, from `sampling`'s
+    `sampling_inputs` arguments), or `source` = texts and `target` = targets for `score`."""
+    texts = texts_as_bytes(texts)
+    if signature == SCORE_SIGNATURE:
+        if targets is None:
+            raise ValueError(f"The {SCORE_SIGNATURE!r} signature needs targets.")
+        targets = texts_as_bytes(targets)
+        if len(targets) != len(texts):
+            raise ValueError(f"Got {len(texts)} sources for {len(targets)} targets.")
+        return dict(zip(SCORE_INPUT_KEYS, (texts, targets)))
+    if targets is not None:
+        raise ValueError(f"targets go to the {SCORE_SIGNATURE!r} signature, not {signature!r}.")
+    if signature != SAMPLE_SIGNATURE and sampling:
+        raise ValueError(f"sampling goes to {SAMPLE_SIGNATURE!r}, not {signature!r}.")
+    inputs: dict = {INPUT_KEY: texts}
+    if signature == SAMPLE_SIGNATURE:
+        inputs.update(sampling_inputs(**(sampling or {})))
+    return inputs
+
+
 def make_predict_request(
-    texts: Sequence[str | bytes], model_name: str, signature: str, version: int | None = None
+    texts: Sequence[str | bytes],
+    model_name: str,
+    signature: str,
+    version: int | None = None,
+    targets: Sequence[str | bytes] | None = None,
+    sampling: dict | None = None,
 ):
     """A `tensorflow_serving.apis.predict_pb2.PredictRequest` for the string batch `texts`
-    (input `INPUT_KEY`, shape `(batch,)`), addressed to `model_name`/`signature`, pinned to
-    `version` when given. Used by the client and by the export's warm-up records."""
-    values = texts_as_bytes(texts)
+    (and `targets`, `sampling`: see `request_inputs`), addressed to `model_name`/`signature`,
+    pinned to `version` when given. Used by the client and by the export's warm-up records."""
+    inputs = request_inputs(signature, texts, targets, sampling)
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2
 
@@ -39,5 +123,7 @@ def make_predict_request(
     request.model_spec.signature_name = signature
     if version is not None:
         request.model_spec.version.value = version
-    request.inputs[INPUT_KEY].CopyFrom(tf.make_tensor_proto(values, tf.string))
+    for key, value in inputs.items():
+        dtype = SAMPLE_INPUTS[key][0] if key in SAMPLE_INPUTS else tf.string
+        request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype))
     return request
