@@ -215,3 +215,93 @@ def test_rest_double_accepts_row_format(service, rest_url):
     want = _direct(service)
     assert [p["translations"] for p in predictions] == want["translations"]
     assert [p["scores"] for p in predictions] == pytest.approx(want["scores"], abs=1e-5)
+
+
+def test_cli_n_best_numbers_inputs_across_batches(service, grpc_address, capsys, monkeypatch):
+    want = _direct(service, "translate_nbest")
+    expected = [
+        f"{i}\t{rank}\t{score:.4f}\t{text}"
+        for i, (texts, scores) in enumerate(zip(want["translations"], want["scores"]))
+        for rank, (text, score) in enumerate(zip(texts, scores))
+    ]
+    for batch_size in ("1", "2"):
+        monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(TEXTS) + "\n"))
+        argv = ["--server", grpc_address, "--n-best", "--batch-size", batch_size]
+        assert client_cli.main(argv) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split("\t")[:2] for line in lines] == [e.split("\t")[:2] for e in expected]
+        assert [line.split("\t")[3] for line in lines] == [e.split("\t")[3] for e in expected]
+    assert client_cli.main(["--server", grpc_address, "--json", "--batch-size", "1", *TEXTS]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["index"] for row in rows] == list(range(len(TEXTS)))
+
+
+def _direct_sample(service, texts, **knobs) -> dict:
+    from keras_transformer.serving.signatures import SAMPLE_INPUTS, sampling_inputs
+
+    values = sampling_inputs(**knobs)
+    inputs = {key: tf.constant(values[key], dtype) for key, (dtype, _) in SAMPLE_INPUTS.items()}
+    out = service.loaded.signatures["translate_sample"](text=tf.constant(texts), **inputs)
+    return {
+        "translations": [b.decode() for b in out["translations"].numpy()],
+        "scores": out["scores"].numpy().tolist(),
+    }
+
+
+def test_sampling_over_grpc_and_rest_sends_every_input(service, grpc_address, rest_url):
+    knobs = {"method": "top_k", "top_k": 5, "temperature": 1.2, "seed": 4}
+    want = _direct_sample(service, TEXTS, **knobs)
+    for predict, where in ((client.predict_grpc, grpc_address), (client.predict_rest, rest_url)):
+        got = predict(where, TEXTS, MODEL, "translate_sample", sampling=knobs)
+        _assert_same(got, want)
+    again = client.predict_grpc(grpc_address, TEXTS, MODEL, "translate_sample", sampling=knobs)
+    _assert_same(again, want)  # same seed, same output
+    others = [
+        client.predict_rest(
+            rest_url, TEXTS, MODEL, "translate_sample", sampling={**knobs, "seed": s}
+        )
+        for s in (5, 6)
+    ]
+    assert any(other["translations"] != want["translations"] for other in others)
+
+
+def test_cli_sampling_flags_reach_the_signature(service, grpc_address, capsys):
+    argv = ["--server", grpc_address, "--sampling", "topp", "--top-p", "0.8",
+            "--temperature", "1.5", "--seed", "9", "--batch-size", "2", *TEXTS[:2]]  # fmt: skip
+    assert client_cli.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    want = _direct_sample(service, TEXTS[:2], method="top_p", top_p=0.8, temperature=1.5, seed=9)
+    assert [line.split("\t", 1)[1] for line in lines] == want["translations"]
+    assert client_cli.main(["--sampling", "topk", "--top-k", "0", "Hi"]) == 2
+    assert "top_k" in capsys.readouterr().err
+
+
+SOURCES, TARGETS = ["The cat sleeps.", "", "Der Hund"], ["Die Katze schläft.", "Le chat", ""]
+
+
+def _direct_score(service) -> list[str]:
+    out = service.loaded.signatures["score"](
+        source=tf.constant(SOURCES), target=tf.constant(TARGETS)
+    )
+    values = zip(*(out[key].numpy().tolist() for key in ("log_prob", "per_token", "score")))
+    return [f"{a:.4f}\t{b:.4f}\t{c:.4f}" for a, b, c in values]
+
+
+def test_score_over_grpc_and_rest_through_the_client(service, grpc_address, rest_url, capsys):
+    pairs = "".join(f"{s}\t{t}\n" for s, t in zip(SOURCES, TARGETS))
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "export" / "client.py"), "--rest", rest_url, "--score",
+         "--batch-size", "2"],
+        input=pairs, capture_output=True, text=True, timeout=120, check=False,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    want = _direct_score(service)
+    assert run.stdout.splitlines() == want
+    argv = ["--server", grpc_address, "--score", *[f"{s}\t{t}" for s, t in zip(SOURCES, TARGETS)]]
+    assert client_cli.main(argv) == 0
+    assert capsys.readouterr().out.splitlines() == want
+    got = client.predict_grpc(grpc_address, SOURCES, MODEL, "score", targets=TARGETS)
+    assert sorted(got) == ["log_prob", "per_token", "score"]
+    assert client_cli.main(["--server", grpc_address, "--score", "no tab here"]) == 2
+    assert "line 1 has no tab" in capsys.readouterr().err

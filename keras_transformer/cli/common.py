@@ -28,6 +28,8 @@ from keras_transformer.config import SearchOptions
 USER_ERRORS = (ValueError, OSError, ImportError)
 USER_ERROR_STATUS = 2
 INTERRUPTED_STATUS = 130
+# --sampling choice -> the method of `Translator.sample` / `signatures.sampling_inputs`
+SAMPLING_CHOICES = {"greedy": "greedy", "topk": "top_k", "topp": "top_p"}
 
 
 def make_parser(description: str | None) -> argparse.ArgumentParser:
@@ -91,6 +93,63 @@ def search_options(args: argparse.Namespace, **changes) -> SearchOptions:
         beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length
     )
     return SearchOptions(**{**values, **changes})
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--sampling greedy|topk|topp` (default: beam search) and its knobs `--temperature`,
+    `--top-k`, `--top-p`, `--seed`; `sampling_options(args)` turns them into keyword arguments
+    of `Translator.sample` (and of the client's `translate_sample` requests)."""
+    group = parser.add_argument_group("greedy decoding and sampling (instead of beam search)")
+    group.add_argument(
+        "--sampling",
+        choices=list(SAMPLING_CHOICES),
+        default=None,
+        help="greedy: the most likely token each step; topk: sample among the --top-k most "
+        "likely; topp: sample in the nucleus of probability mass --top-p",
+    )
+    group.add_argument(
+        "--temperature", type=float, default=1.0, help="divides the logits (default: %(default)s)"
+    )
+    group.add_argument("--top-k", type=int, default=10, help="with topk (default: %(default)s)")
+    group.add_argument("--top-p", type=float, default=0.9, help="with topp (default: %(default)s)")
+    group.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the same seed and input give the same output (default: %(default)s)",
+    )
+
+
+def sampling_options(args: argparse.Namespace) -> dict | None:
+    """`{"method", "temperature", "top_k", "top_p", "seed"}` from the flags of
+    `add_sampling_arguments`, or None without `--sampling` (beam search)."""
+    if args.sampling is None:
+        return None
+    return dict(
+        method=SAMPLING_CHOICES[args.sampling], temperature=args.temperature,
+        top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+    )  # fmt: skip
+
+
+def read_lines(path: str | None) -> list[str]:
+    """The lines of a UTF-8 file, or of stdin when `path` is None, without newlines."""
+    if path is None:
+        return [line.rstrip("\n") for line in sys.stdin]
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def split_pairs(lines: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`source<TAB>target` lines -> `(sources, targets)`; a line without a tab is a
+    ValueError naming its number (from 1)."""
+    sources, targets = [], []
+    for number, line in enumerate(lines, start=1):
+        source, tab, target = line.rstrip("\r").partition("\t")
+        if not tab:
+            raise ValueError(f"line {number} has no tab (expected source<TAB>target): {line!r}")
+        sources.append(source)
+        targets.append(target)
+    return sources, targets
 
 
 def error_line(error: BaseException) -> str:

@@ -3,13 +3,17 @@
     outputs = predict_grpc("localhost:8500", ["Hello world"])      # needs tensorflow
     outputs = predict_rest("http://localhost:8501", ["Hello world"])  # standard library only
     # {"translations": [...], "scores": [...]}
+    predict_grpc(server, texts, signature="translate_sample",
+                 sampling={"method": "top_p", "top_p": 0.9, "seed": 7})
+    predict_rest(url, sources, signature="score", targets=targets)  # {"log_prob", ...}
 
 gRPC goes through `PredictionService.Predict` (tensorflow-serving-api); REST posts
-`{"signature_name": ..., "inputs": {"text": [...]}}` to `/v1/models/<name>:predict`. Both retry
-with exponential backoff when the server is UNAVAILABLE (not started yet, restarting) and never
-on other errors. Failures raise `ServingError` carrying the status code name (INVALID_ARGUMENT,
-DEADLINE_EXCEEDED, ...). Command line: `keras-transformer-client` (`python export/client.py`)
-prints it to stderr and exits with status 1.
+`{"signature_name": ..., "inputs": {"text": [...]}}` to `/v1/models/<name>:predict`; requests
+to `translate_sample` always carry all four sampling inputs (`signatures.request_inputs`). Both
+retry with exponential backoff when the server is UNAVAILABLE (not started yet, restarting) and
+never on other errors. Failures raise `ServingError` carrying the status code name
+(INVALID_ARGUMENT, DEADLINE_EXCEEDED, ...). Command line: `keras-transformer-client`
+(`python export/client.py`) prints it to stderr and exits with status 1.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ import urllib.request
 from collections.abc import Callable, Sequence
 
 from keras_transformer.serving.signatures import (
-    INPUT_KEY,
     SERVING_SIGNATURE,
     make_predict_request,
+    request_inputs,
 )
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -80,12 +84,16 @@ def predict_grpc(
     backoff: float = 0.5,
     version: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    targets: Sequence[str | bytes] | None = None,
+    sampling: dict | None = None,
 ) -> dict[str, list]:
-    """Predict over gRPC at `server` ("host:port"); returns {"translations": ..., "scores": ...}."""
+    """Predict over gRPC at `server` ("host:port"); returns {"translations": ..., "scores": ...}
+    (`score`: {"log_prob", "per_token", "score"}). `targets` go to `score`, `sampling`
+    (`signatures.sampling_inputs` arguments) to `translate_sample`."""
     import grpc
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-    request = make_predict_request(texts, model_name, signature, version)
+    request = make_predict_request(texts, model_name, signature, version, targets, sampling)
     options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
     with grpc.insecure_channel(server, options=options) as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
@@ -124,11 +132,18 @@ def predict_rest(
     backoff: float = 0.5,
     version: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    targets: Sequence[str | bytes] | None = None,
+    sampling: dict | None = None,
 ) -> dict[str, list]:
-    """Predict over REST at `base_url` ("http://host:8501"), columnar ("inputs") format."""
-    texts = [t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in texts]
+    """Predict over REST at `base_url` ("http://host:8501"), columnar ("inputs") format;
+    `targets` and `sampling` as for `predict_grpc`."""
+    inputs = request_inputs(signature, texts, targets, sampling)
+    inputs = {
+        key: [b.decode("utf-8", "replace") for b in value] if isinstance(value, list) else value
+        for key, value in inputs.items()
+    }  # strings as JSON strings, numbers as JSON numbers
     url = rest_url(base_url, model_name, version)
-    body = json.dumps({"signature_name": signature, "inputs": {INPUT_KEY: texts}}).encode()
+    body = json.dumps({"signature_name": signature, "inputs": inputs}).encode()
     target = f"rest {url}, signature {signature}"
 
     def call():
@@ -151,17 +166,33 @@ def predict_rest(
     return _with_retries(call, retries, backoff, sleep)
 
 
-def format_results(texts, outputs: dict[str, list], as_json: bool = False) -> list[str]:
-    """One line per input (1-best: "score<TAB>translation") or per hypothesis (n-best)."""
-    rows = [dict(source=s, translations=t, scores=c)
-            for s, t, c in zip(texts, outputs["translations"], outputs["scores"])]  # fmt: skip
+def format_results(
+    texts, outputs: dict, as_json: bool = False, start: int = 0, targets=None
+) -> list[str]:
+    """Lines for one batch of results, `texts[i]` being input number `start + i`:
+
+    - 1-best: "score<TAB>translation" per input;
+    - n-best: "input<TAB>rank<TAB>score<TAB>translation" per hypothesis, best first;
+    - scores (`outputs` of `score`, `targets` given): "log_prob<TAB>per_token<TAB>score";
+    - `as_json`: one object per input, with its `index`.
+    """
+    if "log_prob" in outputs:
+        values = zip(outputs["log_prob"], outputs["per_token"], outputs["score"])
+        rows = [dict(index=start + i, source=s, target=t, log_prob=a, per_token=b, score=c)
+                for i, (s, t, (a, b, c)) in enumerate(zip(texts, targets, values))]  # fmt: skip
+        if as_json:
+            return [json.dumps(row, ensure_ascii=False) for row in rows]
+        return [f"{r['log_prob']:.4f}\t{r['per_token']:.4f}\t{r['score']:.4f}" for r in rows]
+    rows = [dict(index=start + i, source=s, translations=t, scores=c)
+            for i, (s, t, c) in enumerate(zip(texts, outputs["translations"],
+                                              outputs["scores"]))]  # fmt: skip
     if as_json:
         return [json.dumps(row, ensure_ascii=False) for row in rows]
     lines = []
-    for i, row in enumerate(rows):
+    for row in rows:
         if isinstance(row["translations"], list):  # n-best: "input rank score translation"
             pairs = zip(row["translations"], row["scores"])
-            lines += [f"{i}\t{r}\t{s:.4f}\t{t}" for r, (t, s) in enumerate(pairs)]
+            lines += [f"{row['index']}\t{r}\t{s:.4f}\t{t}" for r, (t, s) in enumerate(pairs)]
         else:
             lines.append(f"{row['scores']:.4f}\t{row['translations']}")
     return lines
