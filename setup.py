@@ -37,6 +37,7 @@ setup(
             "keras-transformer-train = keras_transformer.cli.train:main",
             "keras-transformer-evaluate = keras_transformer.cli.evaluate:main",
             "keras-transformer-translate = keras_transformer.cli.translate:main",
+            "keras-transformer-score = keras_transformer.cli.score:main",
             "keras-transformer-plot-attention = keras_transformer.cli.plot_attention:main",
             "keras-transformer-average-checkpoints = "
             "keras_transformer.cli.average_checkpoints:main",

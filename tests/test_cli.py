@@ -143,3 +143,115 @@ def test_help_and_a_short_run_keep_tensorflow_start_up_quiet(model_dir):
               if any(marker in line for marker in START_UP_LINES)]  # fmt: skip
     assert not _cli_imports_tensorflow_before_main()  # the package import stays light
     assert leaked == []
+
+
+def test_score_console_script_and_help(capsys):
+    from keras_transformer.cli import score
+
+    script = shutil.which("keras-transformer-score")
+    assert script, 'keras-transformer-score is not installed: pip install -e ".[dev,serving]"'
+    assert "from keras_transformer.cli.score import main" in Path(script).read_text()
+    with pytest.raises(SystemExit) as info:
+        score.main(["--help"])
+    assert info.value.code == 0 and "--alpha" in capsys.readouterr().out
+
+
+SOURCES = ["Der Hund schläft number 12 and number 13.", "x", "The cat sleeps.", "", "Le chat"]
+
+
+def _one_by_one(model_dir: str, search, lines: list[str]) -> list[tuple]:
+    """Each line translated alone: no batching, no reordering."""
+    from keras_transformer import artifacts
+    from keras_transformer.decoding import Translator
+
+    model, _, tokenizer = artifacts.load_trained(model_dir)
+    translator = Translator(model, tokenizer, search)
+    return [translator([line], n_best=search.n_best, return_scores=True) for line in lines]
+
+
+def test_translate_file_in_input_order_n_best_tsv_and_progress(model_dir, tmp_path, capsys):
+    from keras_transformer import SearchOptions
+
+    path = tmp_path / "sources.txt"
+    path.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    flags = ["--model-dir", model_dir, "--beam-size", "3", "--max-extra-length", "4"]
+    assert translate.main([*flags, "--input", str(path), "--n-best", "2", "--batch-size", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "translating" in captured.err  # tqdm's bar for a file
+    rows = [line.split("\t") for line in captured.out.splitlines()]
+    search = SearchOptions(beam_size=3, max_extra_length=4, n_best=2)
+    want = _one_by_one(model_dir, search, SOURCES)
+    assert [row[:2] for row in rows] == [
+        [str(i), str(r)] for i in range(len(SOURCES)) for r in (0, 1)
+    ]
+    assert [row[3] for row in rows] == [t for texts, _ in want for t in texts[0]]
+    scores = [float(row[2]) for row in rows]
+    assert scores == pytest.approx([s for _, values in want for s in values[0]], abs=1e-3)
+    assert translate.main([*flags, "--input", str(path), "--scores", "--batch-size", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[1] for line in lines] == [texts[0][0] for texts, _ in want]
+
+
+def test_translate_sampling_flags(model_dir, capsys, monkeypatch):
+    import io
+
+    def run(*argv) -> list[str]:
+        monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(SOURCES) + "\n"))
+        status = translate.main(["--model-dir", model_dir, "--max-extra-length", "6", *argv])
+        captured = capsys.readouterr()
+        assert status == 0, captured.err
+        assert "translating" not in captured.err  # stdin: no progress bar
+        return captured.out.splitlines()
+
+    first = run("--sampling", "topk", "--top-k", "5", "--seed", "1")
+    assert len(first) == len(SOURCES)
+    assert run("--sampling", "topk", "--top-k", "5", "--seed", "1") == first
+    assert any(run("--sampling", "topk", "--top-k", "5", "--seed", str(s)) != first for s in (2, 3))
+    greedy = run("--sampling", "greedy", "--scores")
+    assert [g.split("\t")[1] for g in greedy] == run("--beam-size", "1", "--alpha", "0")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Hi\n"))
+    assert translate.main(["--model-dir", model_dir, "--sampling", "topp", "--n-best", "2"]) == 2
+    assert "--n-best needs beam search" in capsys.readouterr().err
+    assert translate.main(["--model-dir", model_dir, "--sampling", "topp", "--top-p", "0"]) == 2
+    assert "top_p" in capsys.readouterr().err
+
+
+def test_translate_is_interactive_when_stdin_is_a_terminal(model_dir, capsys, monkeypatch):
+    import io
+
+    from keras_transformer import SearchOptions
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    typed = ["The cat sleeps.", "Der Hund"]
+    monkeypatch.setattr(sys, "stdin", Terminal("".join(line + "\n" for line in typed)))
+    assert translate.main(["--model-dir", model_dir, "--max-extra-length", "4"]) == 0
+    captured = capsys.readouterr()
+    want = _one_by_one(model_dir, SearchOptions(max_extra_length=4), typed)
+    assert captured.out.splitlines() == [texts[0][0] for texts, _ in want]
+    assert captured.err.count("> ") == 3  # one prompt per line, one more before end of input
+
+
+def test_score_command_in_input_order_with_progress(model_dir, tmp_path, capsys):
+    from keras_transformer import SearchOptions, artifacts
+    from keras_transformer.cli import score
+    from keras_transformer.decoding import score_pairs
+
+    targets = ["Der Hund", "", "Die Katze schläft.", "x", "Le chat dort " * 5]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in zip(SOURCES, targets)), encoding="utf-8")
+    argv = ["--model-dir", model_dir, "--input", str(path), "--alpha", "1.0", "--batch-size", "2"]
+    assert score.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "scoring" in captured.err  # tqdm's bar
+    model, _, tokenizer = artifacts.load_trained(model_dir)
+    want = score_pairs(model, tokenizer, SOURCES, targets, SearchOptions(alpha=1.0))
+    rows = [[float(v) for v in line.split("\t")] for line in captured.out.splitlines()]
+    for key, column in zip(("log_prob", "per_token", "score"), zip(*rows)):
+        assert list(column) == pytest.approx(want[key].tolist(), abs=1e-3), key
+    run = _run([sys.executable, "pipelines/score.py", "--model-dir", model_dir],
+               stdin="The cat\tDie Katze\nno tab\n")  # fmt: skip
+    assert run.returncode == 2 and run.stdout == ""
+    assert "error: line 2 has no tab" in run.stderr

@@ -1,18 +1,27 @@
-"""Translate lines with a trained model: one source per line in, one translation per line out.
+"""Translate lines with a trained model: one source per line in, one line per source out, in
+input order.
 
-    echo "The cat sleeps." | keras-transformer-translate --model-dir runs/tiny_en_de
-    keras-transformer-translate --model-dir DIR --input news.en --n-best 4 > news.nbest
+    echo "The cat sleeps." | keras-transformer-translate --model-dir runs/sample_en_de
+    keras-transformer-translate --model-dir DIR --input news.en > news.de
+    keras-transformer-translate --model-dir DIR --input news.en --n-best 4 > news.nbest.tsv
+    keras-transformer-translate --model-dir DIR --input news.en --sampling topp --seed 1
+    keras-transformer-translate --model-dir DIR       # at a terminal: type, read, repeat
 
-(or `python pipelines/translate.py ...`). With --n-best K, each source gives K lines
-`INDEX ||| TRANSLATION ||| SCORE` (Moses n-best format, INDEX counting sources from 0), best
-first.
+(or `python pipelines/translate.py ...`). Sources come from --input FILE (with a progress bar
+on stderr) or stdin; when stdin is a terminal and no --input is given, each line is translated
+as it is typed (Ctrl-D ends). Batches are formed by length internally; output follows the
+input order. --scores prefixes each translation with its score and a tab; --n-best K prints K
+lines per source, `index<TAB>rank<TAB>score<TAB>translation` (TSV, sources counted from 0, best
+first). Beam search with the paper's settings is the default; --sampling greedy|topk|topp
+decodes greedily or samples (--temperature, --top-k, --top-p; the same --seed and input give
+the same output). Scores are log P(y | x) / ((5 + |y|) / 6) ** alpha either way.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from keras_transformer.cli import common
 
@@ -28,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-best",
         type=int,
         default=None,
-        help="print the K best translations per source (K <= beam size)",
+        help="print the K best translations per source as TSV (K <= beam size; beam search)",
     )
     parser.add_argument(
         "--scores",
@@ -36,34 +45,68 @@ def build_parser() -> argparse.ArgumentParser:
         help="1-best output: prefix each line with its score and a tab",
     )
     parser.add_argument("--batch-size", type=int, default=32, help="sources per batch")
+    common.add_sampling_arguments(parser)
     return parser
 
 
-def read_lines(path: str | None) -> list[str]:
-    if path is None:
-        return [line.rstrip("\n") for line in sys.stdin]
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
-def translate(args: argparse.Namespace) -> int:
+def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callable:
+    """Load the model; returns `decode(lines, progress) -> (outputs, scores)`."""
     from keras_transformer import artifacts
     from keras_transformer.decoding import Translator
 
-    # n_best is checked against the beam size here, before the model loads.
-    search = common.search_options(args, n_best=1 if args.n_best is None else args.n_best)
     model, _, tokenizer = artifacts.load_trained(args.model_dir, weights=args.weights)
-    lines = read_lines(args.input)
     translator = Translator(model, tokenizer, search)
-    outputs, scores = translator.translate(lines, batch_size=args.batch_size, n_best=args.n_best)
-    for index, (output, score) in enumerate(zip(outputs, scores)):
+    if sampling:
+        return lambda lines, progress: translator.sample(
+            lines, batch_size=args.batch_size, progress=progress, **sampling
+        )
+    return lambda lines, progress: translator.translate(
+        lines, batch_size=args.batch_size, n_best=args.n_best, progress=progress
+    )
+
+
+def _write(sources, outputs, scores, args: argparse.Namespace, start: int = 0) -> None:
+    from keras_transformer.serving.client import format_results
+
+    if args.n_best is None and not args.scores:
+        lines = outputs
+    else:
+        results = {"translations": outputs, "scores": scores}
+        lines = format_results(sources, results, start=start)
+    for line in lines:
+        print(line, flush=True)
+
+
+def _interactive(decode: Callable, args: argparse.Namespace) -> int:
+    print("Type a sentence and press Enter; Ctrl-D ends.", file=sys.stderr)
+    index = 0
+    while True:
+        print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:  # end of input
+            print(file=sys.stderr)
+            return 0
+        source = [line.rstrip("\n")]
+        _write(source, *decode(source, False), args, start=index)
+        index += 1
+
+
+def translate(args: argparse.Namespace) -> int:
+    from keras_transformer.decoding.sampling import check_sampling_args
+
+    # Flags are checked first (n_best against the beam size), before input and the slow load.
+    search = common.search_options(args, n_best=args.n_best or 1)
+    sampling = common.sampling_options(args)
+    if sampling:
         if args.n_best is not None:
-            for text, value in zip(output, score):
-                print(f"{index} ||| {text} ||| {value:.6f}")
-        elif args.scores:
-            print(f"{score:.6f}\t{output}")
-        else:
-            print(output)
+            raise ValueError("--n-best needs beam search: drop --sampling or --n-best.")
+        check_sampling_args(sampling["method"], sampling["top_k"], sampling["top_p"],
+                            sampling["temperature"])  # fmt: skip
+    decode = _decoder(args, search, sampling)
+    if args.input is None and sys.stdin.isatty():
+        return _interactive(decode, args)
+    lines = common.read_lines(args.input)
+    _write(lines, *decode(lines, args.input is not None), args)
     return 0
 
 
