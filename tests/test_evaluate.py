@@ -107,9 +107,10 @@ def test_translate_script_reads_stdin_and_prints_n_best(model_dir):
         stdin="The cat sleeps.\n\nDer Hund\n",
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    lines = run.stdout.splitlines()
-    assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1", "2", "2"]
-    scores = [float(line.split(" ||| ")[2]) for line in lines]
+    rows = [line.split("\t") for line in run.stdout.splitlines()]  # index, rank, score, text
+    assert [row[0] for row in rows] == ["0", "0", "1", "1", "2", "2"]
+    assert [row[1] for row in rows] == ["0", "1"] * 3
+    scores = [float(row[2]) for row in rows]
     assert scores[0] >= scores[1] and scores[4] >= scores[5]
 
 
