@@ -5,6 +5,11 @@ Defaults train the tiny model on the bundled English-German corpus (about 10 min
 recipe on WMT14 (8 GPUs): `--config base --dataset wmt14_en_de --vocab-size 37000
 --batch-tokens 3125 --warmup-steps 4000 --train-steps 100000 --average-last 5`.
 Run the same command again after an interruption: it resumes from the latest checkpoint.
+Several machines: TF_CONFIG per process (see BUILD.md), or on one machine
+`python -m keras_transformer.training.launch --workers 2 -- <these flags>`.
+Exit codes: 2 bad flags or model directory (one `error:` line; --debug shows the traceback),
+3 non-finite loss (nothing saved from it; rerunning resumes from the last good checkpoint),
+4 another worker of a cluster stopped (restart all workers: they resume together).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import sys
 
 from keras_transformer.config import MIXED_PRECISION, NORM_POSITIONS, STRATEGIES, TrainingConfig
 from keras_transformer.logging_utils import setup_logging
+from keras_transformer.training.errors import NonFiniteLossError, WorkerLostError
 
 HELP = {
     "config": "model preset: tiny (CPU minutes), base (paper, 65M), big (paper, 213M)",
@@ -50,6 +56,10 @@ HELP = {
     "eval_alpha": "length penalty alpha of the final evaluation (paper: 0.6)",
     "eval_limit": "evaluate on the first N test pairs only (0: skip evaluation)",
     "data_dir": "TFDS data directory for the WMT datasets",
+    "skip_nonfinite_batches": "skip (do not apply, log) up to N batches with a non-finite loss "
+    "or gradient in the whole run; 0: stop at the first",
+    "deterministic": "enable TF op determinism (deterministic GPU kernels); CPU runs are "
+    "bit-reproducible without it",
 }
 
 
@@ -83,6 +93,7 @@ def parse_args(argv=None) -> tuple[TrainingConfig, argparse.Namespace]:
         default=None,
         help="SavedModel export base (default: MODEL_DIR/export; 'none' to skip)",
     )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     args = parser.parse_args(argv)
     values = {("model" if k == "config" else k): getattr(args, k) for k in HELP}
     return TrainingConfig(**values), args
@@ -90,10 +101,26 @@ def parse_args(argv=None) -> tuple[TrainingConfig, argparse.Namespace]:
 
 def main(argv=None) -> None:
     setup_logging()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        run(argv)
+    except (ValueError, NonFiniteLossError, WorkerLostError) as error:
+        if "--debug" in argv:
+            raise
+        if not isinstance(error, ValueError):
+            print(flush=True)  # end the progress bar's line
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit({NonFiniteLossError: 3, WorkerLostError: 4}.get(type(error), 2))
+
+
+def run(argv) -> None:
     cfg, args = parse_args(argv)
     from keras_transformer.training.trainer import train
 
     summary = train(cfg)
+    if not summary["chief"]:
+        print(f"done: worker, {summary['steps']} steps in {summary['train_seconds']:.0f}s")
+        return
     export_dir = args.export_dir or os.path.join(cfg.model_dir, "export")
     exported = None
     if export_dir.lower() != "none":

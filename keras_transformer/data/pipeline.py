@@ -4,6 +4,16 @@ bucketing (paper, section 5.1: batches of about 25000 source and 25000 target to
 Elements in: `{"source": tf.string, "target": tf.string}` (see `keras_transformer.data.corpus`).
 Elements out: `({"source": int32 (batch, src_len), "target": int32 (batch, tgt_len)},
 labels int32 (batch, tgt_len))` where target = [BOS] + pieces and labels = pieces + [EOS].
+
+The training stream is a deterministic function of the corpus and the seed (seeded shuffle with
+a generator per iterator, order-preserving parallel maps), so batch i is the same in every run: a
+resumed run skips the batches it has already trained on (`skip_batches`) and sees what an
+uninterrupted run would.
+
+Several replicas: every worker builds the same stream of global batches (each a multiple of
+`num_replicas` rows) and tf.distribute splits each into per-replica pieces, auto-sharding by
+DATA (set here: sharding by FILE fails on a single-file corpus), so step i trains on global
+batch i whatever the split into workers and replicas.
 """
 
 from __future__ import annotations
@@ -95,6 +105,40 @@ def _to_dense(example):
     }
 
 
+def shuffled_epochs(
+    examples: tf.data.Dataset, buffer_size: int, seed: int | None
+) -> tf.data.Dataset:
+    """`examples` repeated forever and reshuffled every epoch, in an order that is a pure
+    function of `seed`: every iterator of the returned dataset starts the same sequence.
+
+    A plain `shuffle(seed, reshuffle_each_iteration=True).repeat()` keeps one epoch-seed
+    generator per dataset, shared by its iterators: a second iterator continues where the
+    first one (and its prefetching) left it. Under tf.distribute Keras iterates the training
+    set twice (a peek, then training), so a resumed MirroredStrategy run trained on other
+    batches than an uninterrupted one. Built inside `flat_map`, each iterator gets its own
+    generator; a `cache()` in `examples` is still filled once and shared.
+    """
+
+    def stream(_):
+        return examples.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True).repeat()
+
+    return tf.data.Dataset.range(1).flat_map(stream)
+
+
+def _pad_rows_to_multiple(num_replicas: int):
+    """Pad a batch with all-PAD rows to a multiple of `num_replicas` rows, so every replica
+    gets a piece of a last partial (evaluation) batch. Masked metrics ignore PAD rows; the
+    loss of a replica with only PAD rows is 0, a small bias of the dev loss only."""
+
+    def pad(example):
+        extra = -tf.shape(example["source"])[0] % num_replicas
+        return {
+            k: tf.pad(v, [[0, extra], [0, 0]], constant_values=PAD_ID) for k, v in example.items()
+        }
+
+    return pad
+
+
 def make_batches(
     pairs: tf.data.Dataset,
     tokenizer: SubwordTokenizer,
@@ -106,6 +150,7 @@ def make_batches(
     pad_to_bucket_boundary: bool = True,
     cache: bool = False,
     seed: int | None = None,
+    skip_batches: int = 0,
 ) -> tf.data.Dataset:
     """Token-budget batches for `model.fit`.
 
@@ -115,20 +160,26 @@ def make_batches(
         max_length: longest source or target (in pieces, EOS included) kept.
         batch_tokens: most padded source or target tokens per replica batch.
         num_replicas: replicas in sync; every batch has a multiple of it sentences.
-        training: shuffle, repeat forever and drop incomplete batches; else one pass.
+        training: shuffle, repeat forever and drop incomplete batches; else one pass. Raises
+            ValueError if no pair fits `max_length`.
         shuffle_buffer: tokenized examples shuffled before bucketing.
         pad_to_bucket_boundary: pad source and target to their bucket's upper length, so each
             bucket has one shape: the train step is traced once per bucket (and XLA compiles
             once per bucket) instead of once per new (batch, src_len, tgt_len) combination.
         cache: keep the tokenized corpus in memory after the first pass (small corpora).
-        seed: shuffle seed.
+        seed: shuffle seed (`shuffled_epochs`).
+        skip_batches: batches of the stream to skip (those a resumed run already trained on).
     """
     examples = tokenize_pairs(pairs, tokenizer, max_length)
     if cache:
         examples = examples.cache()
     if training:
-        examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-        examples = examples.repeat()
+        if not bool(examples.take(1).reduce(False, lambda found, _: True)):
+            raise ValueError(
+                "No training pair has both sides within max_length (in subword pieces, EOS "
+                f"included). Received: max_length={max_length}"
+            )
+        examples = shuffled_epochs(examples, shuffle_buffer, seed)
     boundaries = bucket_boundaries(max_length)
     if pad_to_bucket_boundary and boundaries[-1] <= max_length:
         boundaries.append(max_length + 1)  # tf.data needs every length below the last boundary
@@ -141,8 +192,15 @@ def make_batches(
         pad_to_bucket_boundary=pad_to_bucket_boundary,
         drop_remainder=training,
     )
+    if skip_batches:
+        batches = batches.skip(skip_batches)
+    if not training and num_replicas > 1:
+        batches = batches.map(_pad_rows_to_multiple(num_replicas))
     batches = batches.map(
         lambda e: ({"source": e["source"], "target": e["target"]}, e["labels"]),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
-    return batches.prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.deterministic = True  # the default, stated: exact resume relies on it
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.prefetch(tf.data.AUTOTUNE).with_options(options)

@@ -1,32 +1,43 @@
 """Callbacks of the training loop: tokens/s in the progress bar and in TensorBoard, learning
 rate logging, checkpoints every N steps or minutes (keeping the last K), and a hard stop at
-`train_steps` so a resumed run ends exactly where an uninterrupted one would."""
+`train_steps` so a resumed run ends exactly where an uninterrupted one would.
+`NonFiniteGuard` (from `nonfinite`) must come first in the list."""
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
 
 import keras
 import tensorflow as tf
 
 from keras_transformer.training import checkpoints
+from keras_transformer.training.nonfinite import NonFiniteGuard  # noqa: F401  (re-exported)
+
+logger = logging.getLogger("keras_transformer")
 
 
 class TrainingMonitor(keras.callbacks.Callback):
     """Adds `tokens_per_sec` and `lr` to the batch logs and writes them to TensorBoard.
 
     Args:
-        log_dir: TensorBoard directory for step-level scalars ("train_steps" run).
-        log_every_steps: interval of the scalars.
+        log_dir: TensorBoard directory for step-level scalars ("train_steps" run); None: no
+            TensorBoard (non-chief workers).
+        log_every_steps: interval of the scalars, and of a "step N/T" log line when the
+            console is not a terminal (no live progress bar: batch jobs, pipes).
+        total_steps: the run's `train_steps`, for the log line.
 
     Tokens come from the "tokens" metric (`TokenCount`), whose state Keras sums over replicas,
     so the rate is for the global batch.
     """
 
-    def __init__(self, log_dir: str, log_every_steps: int = 20):
+    def __init__(self, log_dir: str | None, log_every_steps: int = 20, total_steps: int = 0):
         super().__init__()
         self.log_every_steps = log_every_steps
-        self.writer = tf.summary.create_file_writer(log_dir)
+        self.total_steps = total_steps
+        self.log_lines = not sys.stdout.isatty()
+        self.writer = tf.summary.create_file_writer(log_dir) if log_dir else None
         self._last_tokens = 0.0
         self._last_time = None
         self.total_tokens = 0.0
@@ -51,24 +62,36 @@ class TrainingMonitor(keras.callbacks.Callback):
         lr = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         logs["tokens_per_sec"] = self.tokens_per_sec
         logs["lr"] = lr
-        if step % self.log_every_steps == 0:
-            with self.writer.as_default(step=step):
-                for name in ("loss", "accuracy", "perplexity", "tokens_per_sec", "lr"):
-                    if name in logs:
-                        tf.summary.scalar(name, float(logs[name]))
-            self.writer.flush()
+        if step % self.log_every_steps:
+            return
+        if self.log_lines:
+            logger.info(
+                "step %d/%d: loss %.4f, lr %.3g, %.0f tokens/s", step, self.total_steps,
+                float(logs.get("loss", float("nan"))), lr, self.tokens_per_sec,
+            )  # fmt: skip
+        if self.writer is None:
+            return
+        with self.writer.as_default(step=step):
+            for name in ("loss", "accuracy", "perplexity", "tokens_per_sec", "lr"):
+                if name in logs:
+                    tf.summary.scalar(name, float(logs[name]))
+        self.writer.flush()
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):
     """Saves `ckpt-<step>.weights.h5` every `every_steps` steps or `every_minutes` minutes,
-    whichever comes first, and at the end of training; keeps the last `keep`.
+    whichever comes first, and at the end of training; keeps the last `keep`. A run killed at
+    any point loses at most one interval. Non-finite weights raise `NonFiniteLossError`
+    instead of being saved (`checkpoints.save_checkpoint`).
 
     Args:
         directory: checkpoint directory.
         every_steps: step interval.
         every_minutes: wall-clock interval.
         keep: checkpoints kept.
-        is_chief: only the chief writes (multi-worker training).
+        is_chief: only the chief writes (multi-worker training). The others write nothing:
+            the weights file is read from mirrored variables, which takes no collective op,
+            so they need not take part (as they must in a `tf.train.Checkpoint` save).
     """
 
     def __init__(

@@ -1,6 +1,14 @@
-"""Step-numbered checkpoints (`ckpt-00001200.weights.h5`, model and optimizer state), keeping the
-last K, and averaging of the last K into final weights (paper, section 6.1: 5 for base, 20
-for big)."""
+"""Step-numbered checkpoints (`ckpt-00001200.weights.h5`), keeping the last K, and averaging of
+the last K into final weights (paper, section 6.1: 5 for base, 20 for big).
+
+A checkpoint is a Keras weights file (model and optimizer state, so `model.load_weights` and
+checkpoint averaging read it as is) plus a `training_state` group with what Keras does not
+save but an exact resume needs: the state of every dropout `SeedGenerator` (`rng/<i>`, in
+`model.variables` order), the step and the count of skipped non-finite steps. The data
+position is the step: the training stream is a deterministic function of the seed, and a
+resumed run skips the batches already seen. Nothing is written unless every weight and
+optimizer variable is finite.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +17,15 @@ import logging
 import os
 import re
 
+import h5py
 import keras
 import numpy as np
 
+from keras_transformer.training.nonfinite import check_finite
+
 logger = logging.getLogger("keras_transformer")
 _PATTERN = re.compile(r"ckpt-(\d+)\.weights\.h5$")
+STATE_GROUP = "training_state"
 
 
 def checkpoint_path(directory: str, step: int) -> str:
@@ -35,26 +47,66 @@ def latest_checkpoint(directory: str) -> str | None:
     return checkpoints[-1][1] if checkpoints else None
 
 
+def rng_variables(model: keras.Model) -> list:
+    """The model's random state: `SeedGenerator` variables (dropout), which `model.weights` and
+    Keras weights files leave out."""
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
+
+
 def save_checkpoint(model: keras.Model, directory: str, step: int, keep: int) -> str:
-    """Write model + optimizer state atomically, then delete all but the last `keep`."""
+    """Write model + optimizer + RNG state atomically, then delete all but the last `keep`.
+
+    Raises `NonFiniteLossError` (and writes nothing) if a weight or optimizer variable is not
+    finite.
+    """
     if keep < 1:
         raise ValueError(f"keep must be >= 1. Received: keep={keep}")
+    optimizer = getattr(model, "optimizer", None)
+    state = list(model.weights) + (list(optimizer.variables) if optimizer is not None else [])
+    check_finite(state, step, latest_checkpoint(directory))
     os.makedirs(directory, exist_ok=True)
     path = checkpoint_path(directory, step)
     partial = os.path.join(directory, f"partial-{os.path.basename(path)}")
     model.save_weights(partial, overwrite=True)
+    with h5py.File(partial, "a") as f:
+        group = f.create_group(STATE_GROUP)
+        group.attrs["step"] = step
+        counter = getattr(optimizer, "nonfinite_steps", None)
+        if counter is not None:
+            group.attrs["nonfinite_steps"] = int(keras.ops.convert_to_numpy(counter))
+        for i, variable in enumerate(rng_variables(model)):
+            group.create_dataset(f"rng/{i}", data=keras.ops.convert_to_numpy(variable))
     os.replace(partial, path)  # a killed run never leaves a half-written checkpoint
     for _, old in list_checkpoints(directory)[:-keep]:
         os.remove(old)
     return path
 
 
-def restore_checkpoint(model: keras.Model, path: str) -> None:
-    """Restore model (and, if compiled, optimizer) state from `path`."""
+def restore_checkpoint(model: keras.Model, path: str, rng: bool = True) -> None:
+    """Restore model (and, if compiled, optimizer) state from `path`, and (if `rng`) the
+    dropout RNG state the checkpoint holds."""
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)
     model.load_weights(path)
+    if not rng:
+        return
+    with h5py.File(path, "r") as f:
+        state = f[STATE_GROUP] if STATE_GROUP in f else None
+        counter = getattr(optimizer, "nonfinite_steps", None)
+        if counter is not None and state is not None:
+            counter.assign(int(state.attrs.get("nonfinite_steps", 0)))
+        saved = state["rng"] if state is not None and "rng" in state else None
+        variables = rng_variables(model)
+        if saved is None or len(saved) != len(variables):
+            logger.warning(
+                "%s has no matching RNG state (%s saved, %d in the model): dropout restarts "
+                "from fresh seeds", path, "none" if saved is None else len(saved), len(variables),
+            )  # fmt: skip
+            return
+        for i, variable in enumerate(variables):
+            variable.assign(saved[str(i)][()])
 
 
 def average_checkpoints(model: keras.Model, paths: list[str]) -> list[np.ndarray]:
@@ -66,7 +118,7 @@ def average_checkpoints(model: keras.Model, paths: list[str]) -> list[np.ndarray
         raise ValueError("average_checkpoints needs at least one checkpoint. Received: []")
     total = None
     for path in paths:
-        restore_checkpoint(model, path)
+        restore_checkpoint(model, path, rng=False)
         weights = [w.astype(np.float64) for w in model.get_weights()]
         total = weights if total is None else [t + w for t, w in zip(total, weights)]
     averaged = [(t / len(paths)).astype(w.dtype) for t, w in zip(total, model.get_weights())]

@@ -4,7 +4,12 @@
     summary = train(TrainingConfig(model="tiny", dataset="sample_en_de", train_steps=1200))
 
 A run killed at any point and restarted with the same arguments resumes from its latest
-checkpoint (model and optimizer state) and stops at exactly `train_steps` updates.
+checkpoint (model, optimizer and dropout RNG state; the data stream skips the batches already
+trained on) and stops at exactly `train_steps` updates; with `deterministic=True` its weights
+equal an uninterrupted run's. A non-finite loss or gradient raises `NonFiniteLossError`
+before anything is saved from it. Bad flags, an unwritable or foreign model directory and an
+empty corpus raise ValueError before TensorFlow starts. Under a TF_CONFIG cluster only the
+chief writes files (see `keras_transformer.training.distribute`).
 """
 
 from __future__ import annotations
@@ -26,12 +31,28 @@ from keras_transformer.data.pipeline import make_batches
 from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from keras_transformer.model import build_transformer
 from keras_transformer.training import callbacks as cb
-from keras_transformer.training import checkpoints
+from keras_transformer.training import checkpoints, preflight
+from keras_transformer.training.distribute import (  # noqa: F401  (re-exported)
+    configure_devices,
+    create_strategy,
+    is_chief,
+    is_chief_task,
+    make_strategy,
+    patch_keras_fit_for_multi_worker,
+    read_tf_config,
+    wait_for_file,
+)
+from keras_transformer.training.errors import WorkerLostError
 from keras_transformer.training.losses import (
     MaskedAccuracy,
     MaskedLabelSmoothedCrossEntropy,
     Perplexity,
     TokenCount,
+)
+from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
+    NonFiniteLossError,
+    SkipNonFiniteAdam,
+    check_finite,
 )
 from keras_transformer.training.schedule import TransformerSchedule
 
@@ -39,48 +60,13 @@ logger = logging.getLogger("keras_transformer")
 TOKENIZER_SENTENCES = 400_000  # pairs read to train the shared vocabulary
 
 
-def configure_devices(cpu_replicas: int) -> None:
-    """Split the CPU into `cpu_replicas` logical devices (call before any TF op runs)."""
-    if cpu_replicas <= 1:
-        return
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    try:
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_replicas
-        )
-    except RuntimeError as error:
-        raise RuntimeError(
-            f"cpu_replicas={cpu_replicas} must be set before TensorFlow initializes its devices"
-        ) from error
-
-
-def make_strategy(name: str, cpu_replicas: int = 0) -> tf.distribute.Strategy:
-    """ "auto": MirroredStrategy over all GPUs (or CPU replicas) if more than one, else default."""
-    gpus = tf.config.list_logical_devices("GPU")
-    cpus = tf.config.list_logical_devices("CPU")
-    devices = [d.name for d in gpus] or ([d.name for d in cpus] if cpu_replicas > 1 else [])
-    if name == "multi_worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    if name == "mirrored" or (name == "auto" and len(devices) > 1):
-        return tf.distribute.MirroredStrategy(devices or None)
-    if name == "one_device":
-        return tf.distribute.OneDeviceStrategy(devices[0] if devices else "/cpu:0")
-    return tf.distribute.get_strategy()
-
-
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    return resolver.task_type == "chief" or (
-        resolver.task_type == "worker" and resolver.task_id == 0
-    )
-
-
-def prepare_tokenizer(cfg: TrainingConfig) -> SubwordTokenizer:
-    """Train the shared vocabulary on the training split, or reuse the model_dir's."""
+def prepare_tokenizer(cfg: TrainingConfig, chief: bool = True) -> SubwordTokenizer:
+    """Train the shared vocabulary on the training split, or reuse the model_dir's. Only the
+    chief trains it (written atomically); other workers wait for its file."""
     path = artifacts.path(cfg.model_dir, artifacts.TOKENIZER_FILE)
-    if not os.path.exists(path):
+    if not os.path.exists(path) and not chief:
+        wait_for_file(path)
+    elif not os.path.exists(path):
 
         def sentences():
             for source, target in corpus.read_pairs(
@@ -89,22 +75,27 @@ def prepare_tokenizer(cfg: TrainingConfig) -> SubwordTokenizer:
                 yield source
                 yield target
 
-        train_sentencepiece(sentences(), path, vocab_size=cfg.vocab_size)
+        partial = os.path.join(cfg.model_dir, f".partial-{os.getpid()}-spm.model")
+        train_sentencepiece(sentences(), partial, vocab_size=cfg.vocab_size)
+        os.replace(partial, path)
     return SubwordTokenizer.from_file(path)
 
 
 def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingConfig) -> None:
     schedule = TransformerSchedule(config.d_model, cfg.warmup_steps, cfg.learning_rate_scale)
     pad = config.pad_id
+    # mixed_float16: compile wraps the optimizer in a LossScaleOptimizer, which already skips
+    # non-finite steps (and lowers the loss scale); every other policy gets the guard.
+    adam = keras.optimizers.Adam if cfg.mixed_precision == "mixed_float16" else SkipNonFiniteAdam
     model.compile(
-        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=pad),
         metrics=[MaskedAccuracy(pad), Perplexity(pad), TokenCount(pad)],
         jit_compile=cfg.jit_compile,
     )
 
 
-def _datasets(cfg, tokenizer, num_replicas):
+def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
     common = dict(
         tokenizer=tokenizer,
         max_length=cfg.max_length,
@@ -116,6 +107,7 @@ def _datasets(cfg, tokenizer, num_replicas):
         corpus.load_corpus(cfg.dataset, "train", data_dir=cfg.data_dir),
         training=True,
         seed=cfg.seed,
+        skip_batches=skip_batches,
         **common,
     )
     dev = make_batches(
@@ -136,18 +128,26 @@ def _datasets(cfg, tokenizer, num_replicas):
 
 def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callback]:
     log_dir = artifacts.path(cfg.model_dir, artifacts.LOG_DIR)
+    checkpoint_dir = artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR)
     return [
-        cb.TrainingMonitor(os.path.join(log_dir, "steps"), cfg.log_every_steps),
+        # First: no other callback may act on a non-finite step before the guard.
+        cb.NonFiniteGuard(
+            cfg.skip_nonfinite_batches, lambda: checkpoints.latest_checkpoint(checkpoint_dir)
+        ),
+        cb.TrainingMonitor(
+            os.path.join(log_dir, "steps") if chief else None,
+            cfg.log_every_steps,
+            total_steps=cfg.train_steps,
+        ),
         cb.PeriodicCheckpoint(
-            artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR),
+            checkpoint_dir,
             every_steps=cfg.checkpoint_every_steps,
             every_minutes=cfg.checkpoint_every_minutes,
             keep=cfg.keep_checkpoints,
             is_chief=chief,
         ),
         cb.StopAtStep(cfg.train_steps),
-        keras.callbacks.TensorBoard(log_dir, update_freq="epoch"),
-        keras.callbacks.TerminateOnNaN(),
+        *([keras.callbacks.TensorBoard(log_dir, update_freq="epoch")] if chief else []),
     ]
 
 
@@ -164,42 +164,92 @@ def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
 
 
 def finish(model: keras.Model, cfg: TrainingConfig, chief: bool) -> list[str]:
-    """Average the last `average_last` checkpoints into `final.weights.h5`."""
-    found = checkpoints.list_checkpoints(artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR))
+    """Average the last `average_last` checkpoints into `final.weights.h5` (chief only)."""
+    checkpoint_dir = artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR)
+    found = checkpoints.list_checkpoints(checkpoint_dir)
     paths = [path for _, path in found[-cfg.average_last :]]
+    if not chief:
+        return paths
     if paths:
         checkpoints.average_checkpoints(model, paths)
-    if chief:
-        model.save_weights(artifacts.path(cfg.model_dir, artifacts.FINAL_WEIGHTS), overwrite=True)
+    step = int(model.optimizer.iterations.numpy())
+    check_finite(model.weights, step, checkpoints.latest_checkpoint(checkpoint_dir))
+    model.save_weights(artifacts.path(cfg.model_dir, artifacts.FINAL_WEIGHTS), overwrite=True)
     return paths
+
+
+def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
+    """Checks without TensorFlow, then the strategy as TensorFlow's first work, then seeds."""
+    cluster = read_tf_config()
+    task = (cluster or {}).get("task", {})
+    jobs = (cluster or {}).get("cluster", {})
+    chief = is_chief_task(task.get("type"), int(task.get("index", 0)), jobs)
+    preflight.check_run(cfg, chief)
+    strategy = create_strategy(cfg.strategy, cfg.cpu_replicas)
+    if cfg.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.utils.set_random_seed(cfg.seed)  # before any tokenizer exists: reseeding drops it
+    if cfg.mixed_precision != "none":
+        keras.mixed_precision.set_dtype_policy(cfg.mixed_precision)
+    return strategy, is_chief(strategy)
 
 
 def train(cfg: TrainingConfig, evaluate: bool = True) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the run's summary (also saved as
-    `summary.json` in the model directory)."""
-    configure_devices(cfg.cpu_replicas)
-    keras.utils.set_random_seed(cfg.seed)  # before any tokenizer exists: reseeding drops it
-    if cfg.mixed_precision != "none":
-        keras.mixed_precision.set_dtype_policy(cfg.mixed_precision)
-    strategy = make_strategy(cfg.strategy, cfg.cpu_replicas)
-    replicas = strategy.num_replicas_in_sync
-    chief = is_chief(strategy)
-    os.makedirs(cfg.model_dir, exist_ok=True)
-    tokenizer = prepare_tokenizer(cfg)
+    `summary.json` in the model directory by the chief)."""
+    strategy, chief = _start(cfg)
+    if chief:
+        preflight.save_run_config(cfg)
+    tokenizer = prepare_tokenizer(cfg, chief)
+    preflight.check_same_run(cfg, tokenizer.vocab_size)
     config = cfg.model_config(tokenizer.vocab_size)
-    artifacts.save_config(cfg.model_dir, config)
+    if chief:
+        artifacts.save_config(cfg.model_dir, config)
     model, start_step = build_and_restore(cfg, config, strategy)
+    replicas = strategy.num_replicas_in_sync
     logger.info(
         "Training %s (%s parameters) on %s with %d replica(s), %d tokens per replica batch",
         cfg.model, f"{model.count_params():,}", cfg.dataset, replicas, cfg.batch_tokens,
     )  # fmt: skip
-    train_data, dev_data = _datasets(cfg, tokenizer, replicas)
+    train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=start_step)
     started = time.perf_counter()
     history, monitor = None, None
     if start_step < cfg.train_steps:
         callbacks = _callbacks(cfg, chief)
-        monitor = callbacks[0]
-        history = model.fit(
+        monitor = callbacks[1]
+        history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief)
+    train_seconds = time.perf_counter() - started
+    averaged = finish(model, cfg, chief)
+    summary = {
+        "dataset": cfg.dataset,
+        "model": cfg.model,
+        "parameters": model.count_params(),
+        "replicas": replicas,
+        "chief": chief,
+        "resumed_from_step": start_step,
+        "steps": int(model.optimizer.iterations.numpy()),
+        "nonfinite_steps_skipped": _nonfinite_steps(model),
+        "train_seconds": round(train_seconds, 1),
+        "tokens_per_sec": round(monitor.tokens_per_sec, 1) if monitor else None,
+        "averaged_checkpoints": [os.path.basename(p) for p in averaged],
+        "history": {k: [float(x) for x in v] for k, v in getattr(history, "history", {}).items()},
+    }
+    if chief and evaluate and cfg.eval_limit != 0:
+        summary["test"] = evaluate_test_split(model, tokenizer, config, cfg)
+    if chief:
+        with open(artifacts.path(cfg.model_dir, artifacts.SUMMARY_FILE), "w") as f:
+            json.dump(summary, f, indent=2)
+    return summary
+
+
+def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief):
+    """`model.fit` from `start_step` to `cfg.train_steps`; under MultiWorkerMirroredStrategy a
+    lost peer becomes `WorkerLostError`."""
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    if multi_worker:
+        patch_keras_fit_for_multi_worker(model, train_data.element_spec)
+    try:
+        return model.fit(
             train_data,
             validation_data=dev_data,
             epochs=math.ceil(cfg.train_steps / cfg.steps_per_epoch),
@@ -208,28 +258,17 @@ def train(cfg: TrainingConfig, evaluate: bool = True) -> dict[str, Any]:
             callbacks=callbacks,
             verbose=1 if chief else 0,
         )
-    train_seconds = time.perf_counter() - started
-    averaged = finish(model, cfg, chief)
-    summary = {
-        "dataset": cfg.dataset,
-        "model": cfg.model,
-        "parameters": model.count_params(),
-        "replicas": replicas,
-        "resumed_from_step": start_step,
-        "steps": int(model.optimizer.iterations.numpy()),
-        "train_seconds": round(train_seconds, 1),
-        "tokens_per_sec": round(monitor.tokens_per_sec, 1) if monitor else None,
-        "averaged_checkpoints": [os.path.basename(p) for p in averaged],
-        "history": {
-            k: [float(x) for x in v] for k, v in (history.history if history else {}).items()
-        },
-    }
-    if evaluate and cfg.eval_limit != 0:
-        summary["test"] = evaluate_test_split(model, tokenizer, config, cfg)
-    if chief:
-        with open(artifacts.path(cfg.model_dir, artifacts.SUMMARY_FILE), "w") as f:
-            json.dump(summary, f, indent=2)
-    return summary
+    except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
+        if not multi_worker:
+            raise
+        step = int(model.optimizer.iterations.numpy())
+        latest = artifacts.latest_checkpoint(cfg.model_dir)
+        raise WorkerLostError(step, latest, error.message) from error
+
+
+def _nonfinite_steps(model: keras.Model) -> int:
+    counter = getattr(model.optimizer, "nonfinite_steps", None)
+    return int(keras.ops.convert_to_numpy(counter)) if counter is not None else 0
 
 
 def evaluate_test_split(model, tokenizer, config, cfg: TrainingConfig) -> dict[str, Any]:

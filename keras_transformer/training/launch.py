@@ -1,0 +1,160 @@
+"""Launch N training workers on this machine, as N machines would run them (for local tests
+of multi-worker training):
+
+    python -m keras_transformer.training.launch --workers 2 -- --config tiny --train-steps 60
+    python -m keras_transformer.training.launch --workers 2 -- python my_script.py --flag
+
+Arguments after `--` that start with `-` are flags of the training command
+(`pipelines/train_wmt.py`); anything else is the whole command to run. Each process gets a
+free port on 127.0.0.1, its own `TF_CONFIG` (`{"cluster": {"worker": [...]}, "task": ...}`,
+with `--chief` a separate `chief` task) and `CUDA_VISIBLE_DEVICES=""` (unless `--gpus`).
+Output lines are prefixed with the task name. If a worker fails, the others are stopped
+(SIGTERM, then SIGKILL after `--grace-s`) and the launcher exits with the failing code;
+rerunning the same command resumes all workers from the chief's last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct ports that were free a moment ago (bound, read, released together)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def cluster_spec(workers: int, ports: list[int], chief: bool = False) -> dict[str, list[str]]:
+    """`{"worker": [...]}`, or with `chief` `{"chief": [first], "worker": [the rest]}`."""
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    if chief:
+        return {"chief": addresses[:1], "worker": addresses[1:workers]}
+    return {"worker": addresses[:workers]}
+
+
+def tasks(cluster: dict[str, list[str]]) -> list[tuple[str, int]]:
+    return [
+        (job, index) for job in ("chief", "worker") for index in range(len(cluster.get(job, [])))
+    ]
+
+
+def training_command(args: list[str]) -> list[str]:
+    """The command to launch: `args` itself, or the training entry point with `args` as flags
+    (`pipelines/train_wmt.py` of this checkout, else `keras_transformer.cli.train`)."""
+    if args and not args[0].startswith("-"):
+        return list(args)
+    script = Path(__file__).resolve().parents[2] / "pipelines" / "train_wmt.py"
+    if script.is_file():
+        return [sys.executable, str(script), *args]
+    if importlib.util.find_spec("keras_transformer.cli.train") is not None:
+        return [sys.executable, "-m", "keras_transformer.cli.train", *args]
+    raise ValueError(
+        f"No training entry point found ({script}): pass the whole command after '--'. "
+        f"Received: {args}"
+    )
+
+
+def _relay(process: subprocess.Popen, prefix: str) -> None:
+    for line in process.stdout:
+        sys.stdout.write(f"{prefix} {line}")
+        sys.stdout.flush()
+
+
+def launch(
+    command: list[str], workers: int, chief: bool = False, gpus: bool = False,
+    grace_s: float = 30.0,
+) -> int:  # fmt: skip
+    """Run `command` as `workers` tasks of one cluster; returns 0 or the first failing code."""
+    if workers < 1 or (chief and workers < 2):
+        raise ValueError(f"workers must be >= 1 (>= 2 with a chief). Received: workers={workers}")
+    cluster = cluster_spec(workers, free_ports(workers), chief)
+    processes: list[tuple[str, subprocess.Popen]] = []
+    for job, index in tasks(cluster):
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
+        if not gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            errors="replace",
+        )  # fmt: skip
+        name = f"[{job}:{index}]"
+        threading.Thread(target=_relay, args=(process, name), daemon=True).start()
+        processes.append((name, process))
+    return _wait(processes, grace_s)
+
+
+def _stop(processes, grace_s: float) -> None:
+    for _, process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for _, process in processes:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait(processes, grace_s: float) -> int:
+    try:
+        while True:
+            codes = [(name, process.poll()) for name, process in processes]
+            failed = [(name, code) for name, code in codes if code not in (None, 0)]
+            if failed:
+                name, code = failed[0]
+                print(f"launch: {name} exited with code {code}; stopping the others", flush=True)
+                _stop(processes, grace_s)
+                return code if code > 0 else 128 - code  # killed by signal -code
+            if all(code == 0 for _, code in codes):
+                return 0
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        _stop(processes, grace_s)
+        return 130
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    own, rest = argv[:split], argv[split + 1 :]
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_transformer.training.launch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--workers", type=int, default=2, help="processes in all (default: 2)")
+    parser.add_argument(
+        "--chief", action="store_true", help="make the first process a 'chief' task"
+    )
+    parser.add_argument("--gpus", action="store_true", help="do not hide the GPUs")
+    parser.add_argument(
+        "--grace-s", type=float, default=30.0,
+        help="seconds the others get to stop after one fails (default: 30)",
+    )  # fmt: skip
+    args = parser.parse_args(own)
+    try:
+        command = training_command(rest)
+        return launch(command, args.workers, args.chief, args.gpus, args.grace_s)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Guard against non-finite losses and gradients: no update, no checkpoint and no export is
+ever made from non-finite values.
+
+- `SkipNonFiniteAdam` checks every step's gradients (on all replicas) before applying them: a
+  step with a NaN or Inf gradient leaves weights and moments as they were and is counted in
+  `optimizer.nonfinite_steps` (a variable that checkpoints save). The step still counts in
+  `iterations`, so the learning-rate schedule and the data position move on.
+- `NonFiniteGuard` (the first callback) turns such a step, or a non-finite loss, into a
+  `NonFiniteLossError` that names the step and the last good checkpoint, unless the run allows
+  `skip_nonfinite_batches` bad batches, in which case it logs the skip and goes on.
+- `check_finite` is called before any weights file is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_transformer.training.errors import NonFiniteLossError
+
+logger = logging.getLogger("keras_transformer")
+
+
+def _any_replica(flag):
+    """True on every replica if the bool scalar `flag` is True on any replica (or worker)."""
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return flag
+    count = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(flag, tf.float32))
+    return count > 0.0
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SkipNonFiniteAdam(keras.optimizers.Adam):
+    """Adam that does not apply a step whose gradients are not all finite.
+
+    Same arguments as `keras.optimizers.Adam`. A skipped step leaves weights and moments as
+    they were, adds one to `iterations` (the schedule and the data position move on) and to
+    `nonfinite_steps` (int64, saved in the checkpoint's training_state). Under `tf.distribute` the
+    check is reduced over all replicas and workers first, so all skip the same steps; the
+    one `cond` around the whole update follows Keras' `LossScaleOptimizer` (a `cond` in a
+    replica context cannot hold the `merge_call` of MirroredStrategy's update).
+
+    TensorFlow backend only (the training pipeline is tf.data + tf.distribute); on other
+    backends it is plain Adam and `NonFiniteGuard` still stops the run.
+    """
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        # Kept out of `self.variables` (set past Keras' attribute tracking), so the weights
+        # file has plain Adam's layout and checkpoints load with or without the guard;
+        # `checkpoints.save_checkpoint` stores the count in its training_state.
+        counter = keras.Variable(
+            0, dtype="int64", trainable=False, aggregation="only_first_replica",
+            name="nonfinite_steps",
+        )  # fmt: skip
+        object.__setattr__(self, "nonfinite_steps", counter)
+
+    def _skip(self):
+        self.nonfinite_steps.assign_add(1)
+        self.iterations.assign_add(1)
+
+    def apply(self, grads, trainable_variables=None):
+        if keras.backend.backend() != "tensorflow":
+            return super().apply(grads, trainable_variables)
+        import tensorflow as tf
+
+        if not self.built:
+            self.build(trainable_variables)
+        finite = [ops.all(ops.isfinite(g)) for g in grads if g is not None]
+        ok = ops.logical_not(_any_replica(ops.logical_not(ops.all(ops.stack(finite)))))
+        apply = super().apply  # zero-argument super() does not work inside the closures
+        if tf.__internal__.distribute.strategy_supports_no_merge_call():
+            ops.cond(ok, lambda: apply(grads, trainable_variables), self._skip)
+            return
+
+        def cross_replica(distribution, ok, grads, trainable_variables):
+            ok = distribution.experimental_local_results(ok)[0]  # equal on all replicas
+
+            def apply_all():
+                distribution.extended.call_for_each_replica(
+                    apply, args=(grads, trainable_variables)
+                )
+
+            ops.cond(ok, apply_all, self._skip)
+
+        tf.distribute.get_replica_context().merge_call(
+            cross_replica, args=(ok, grads, trainable_variables)
+        )
+
+
+def check_finite(variables, step: int, last_checkpoint: str | None, what: str = "weights"):
+    """Raise `NonFiniteLossError` if any of `variables` holds a NaN or Inf."""
+    for variable in variables:
+        if not np.isfinite(keras.ops.convert_to_numpy(variable)).all():
+            raise NonFiniteLossError(step, last_checkpoint, what=f"{what} ({variable.path})")
+
+
+class NonFiniteGuard(keras.callbacks.Callback):
+    """Stops training at the first non-finite loss or gradient, or skips up to `max_skipped`.
+
+    Must come first in the callback list, so no other callback (checkpoints, logs) acts on a
+    bad step before it. A skipped batch was not applied (see `SkipNonFiniteAdam`); the guard
+    resets the running metrics so the epoch's loss does not stay NaN.
+
+    Args:
+        max_skipped: non-finite batches that may be skipped over the whole run (resumes
+            included: checkpoints save the count).
+        last_checkpoint: callable returning the latest checkpoint path (for the message).
+    """
+
+    def __init__(self, max_skipped: int, last_checkpoint):
+        super().__init__()
+        self.max_skipped = max_skipped
+        self.last_checkpoint = last_checkpoint
+        self._seen = 0
+
+    def _counter(self):
+        return getattr(self.model.optimizer, "nonfinite_steps", None)
+
+    def on_train_begin(self, logs=None):
+        counter = self._counter()
+        self._seen = int(keras.ops.convert_to_numpy(counter)) if counter is not None else 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        counter = self._counter()
+        seen = int(keras.ops.convert_to_numpy(counter)) if counter is not None else self._seen
+        loss = (logs or {}).get("loss")
+        loss_bad = loss is not None and not math.isfinite(float(loss))
+        if seen == self._seen and not loss_bad:
+            return
+        if seen == self._seen:  # a non-finite loss with finite gradients: count it too
+            seen += 1
+            if counter is not None:
+                counter.assign(seen)
+        self._seen = seen
+        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        if seen > self.max_skipped:
+            self.model.stop_training = True
+            raise NonFiniteLossError(step, self.last_checkpoint())
+        logger.warning(
+            "Non-finite loss or gradients at step %d: batch skipped, no update applied "
+            "(%d of at most %d skipped batches)", step, seen, self.max_skipped,
+        )  # fmt: skip
+        self.model.reset_metrics()

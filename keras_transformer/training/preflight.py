@@ -1,0 +1,116 @@
+"""Checks a training run makes in its first seconds, before TensorFlow starts: the model
+directory is writable, a run already there was trained with the same model and vocabulary,
+the corpus has a usable pair, the flags agree with each other and with TF_CONFIG. Each raises
+a ValueError that names the value.
+
+`MODEL_DIR/training_config.json` records the `TrainingConfig` of the run (written by the
+chief), so a rerun can tell "same run, resume it" from "another run, refuse".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import tempfile
+
+from keras_transformer import artifacts
+from keras_transformer.config import TrainingConfig, TransformerConfig
+from keras_transformer.data import corpus
+from keras_transformer.training import distribute
+
+logger = logging.getLogger("keras_transformer")
+RUN_CONFIG_FILE = "training_config.json"
+# Fields that fix the vocabulary (spm.model): another value needs another model_dir.
+VOCABULARY_FIELDS = ("dataset", "vocab_size")
+# Fields that fix the order of the training batches: another value resumes, but not exactly.
+DATA_ORDER_FIELDS = ("seed", "batch_tokens", "max_length", "cpu_replicas")
+
+
+def check_run(cfg: TrainingConfig, chief: bool = True) -> None:
+    """All checks that need no TensorFlow (call before creating the strategy)."""
+    distribute.strategy_name(cfg.strategy, cfg.cpu_replicas)
+    check_model_dir_writable(cfg.model_dir, chief)
+    check_same_run(cfg)
+    check_corpus(cfg)
+
+
+def check_model_dir_writable(model_dir: str, chief: bool = True) -> None:
+    if not model_dir:
+        raise ValueError(f"model_dir must be a directory path. Received: model_dir={model_dir!r}")
+    if not chief:
+        return  # workers only read it (the chief's files)
+    try:
+        os.makedirs(model_dir, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=model_dir, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"model_dir is not a writable directory ({error.strerror or error}). "
+            f"Received: model_dir={model_dir!r}"
+        ) from None
+
+
+def _read_json(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def check_same_run(cfg: TrainingConfig, vocab_size: int | None = None) -> None:
+    """Refuse a model_dir trained with another model config or vocabulary.
+
+    Args:
+        cfg: the requested run.
+        vocab_size: the tokenizer's real vocabulary size if known (else config.json's).
+    """
+    saved_run = _read_json(artifacts.path(cfg.model_dir, RUN_CONFIG_FILE))
+    if saved_run is not None:
+        for name in VOCABULARY_FIELDS:
+            if saved_run.get(name) != getattr(cfg, name):
+                raise ValueError(
+                    f"model_dir={cfg.model_dir!r} holds a run with another vocabulary: "
+                    f"{name}={saved_run.get(name)!r} there, {name}={getattr(cfg, name)!r} "
+                    "requested. Use another --model-dir"
+                )
+        changed = [n for n in DATA_ORDER_FIELDS if saved_run.get(n) != getattr(cfg, n)]
+        if changed:
+            logger.warning(
+                "Resuming with other %s than the run in %s: the batch order differs from an "
+                "uninterrupted run's", ", ".join(changed), cfg.model_dir,
+            )  # fmt: skip
+    saved_model = _read_json(artifacts.path(cfg.model_dir, artifacts.CONFIG_FILE))
+    if saved_model is None:
+        return
+    saved = TransformerConfig.from_dict(saved_model)
+    requested = cfg.model_config(vocab_size or saved.vocab_size).to_dict()
+    diff = {k: (v, requested[k]) for k, v in saved.to_dict().items() if requested[k] != v}
+    if diff:
+        described = ", ".join(f"{k}={a!r} there, {b!r} requested" for k, (a, b) in diff.items())
+        raise ValueError(
+            f"model_dir={cfg.model_dir!r} holds a model with another config.json ({described})."
+            " Use another --model-dir, or the flags of that run"
+        )
+
+
+def save_run_config(cfg: TrainingConfig) -> None:
+    """Write `training_config.json` (chief only), atomically."""
+    path = artifacts.path(cfg.model_dir, RUN_CONFIG_FILE)
+    partial = path + ".partial"
+    with open(partial, "w") as f:
+        json.dump(dataclasses.asdict(cfg), f, indent=2)
+    os.replace(partial, path)
+
+
+def check_corpus(cfg: TrainingConfig) -> None:
+    """The training split has at least one usable pair (files only: TFDS checks its own)."""
+    if cfg.dataset in corpus.DATASETS and cfg.dataset.startswith("wmt"):
+        return
+    stats = corpus.CorpusStats()
+    if next(corpus.read_pairs(cfg.dataset, "train", limit=1, stats=stats), None) is None:
+        raise ValueError(
+            "The training split has no usable 'source<TAB>target' pair "
+            f"({stats.log_line()}). Received: dataset={cfg.dataset!r}"
+        )
