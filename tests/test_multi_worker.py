@@ -1,0 +1,99 @@
+"""Multi-worker training as separate processes on 127.0.0.1 (TF_CONFIG,
+MultiWorkerMirroredStrategy): two workers train like one process with two replicas, only the
+chief writes, and a worker killed mid-run makes the other stop with a clear error; rerunning
+both resumes them together.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from test_long_runs import ENV, max_abs_difference, run, train_command, write_tsv
+
+from keras_transformer.training import checkpoints
+from keras_transformer.training.launch import free_ports
+
+pytestmark = pytest.mark.slow
+LAUNCH = [sys.executable, "-m", "keras_transformer.training.launch", "--workers", "2", "--"]
+
+
+def test_two_workers_train_like_two_replicas_and_only_the_chief_writes(tmp_path):
+    write_tsv(tmp_path / "pairs.tsv")
+    workers = run(LAUNCH + train_command(tmp_path / "pairs.tsv", tmp_path / "mw")[2:])
+    assert workers.returncode == 0, workers.stdout[-4000:]
+    one_process = run(
+        train_command(tmp_path / "pairs.tsv", tmp_path / "mirrored", "--strategy", "mirrored",
+                      "--cpu-replicas", "2")
+    )  # fmt: skip
+    assert one_process.returncode == 0, one_process.stderr[-3000:]
+    lines = workers.stdout.splitlines()
+    trained = [line for line in lines if "Trained a bpe SentencePiece model" in line]
+    assert len(trained) == 1 and trained[0].startswith("[worker:0]")
+    assert any(line.startswith("[worker:1] done: worker, 30 steps") for line in lines)
+    assert any("Waiting for the chief to write" in line for line in lines if "[worker:1]" in line)
+    # One tokenizer, one config, one set of checkpoints and logs, written by the chief.
+    assert sorted(os.listdir(tmp_path / "mw")) == [
+        "checkpoints", "config.json", "final.weights.h5", "logs", "spm.model", "summary.json",
+        "training_config.json",
+    ]  # fmt: skip
+    steps = [step for step, _ in checkpoints.list_checkpoints(str(tmp_path / "mw/checkpoints"))]
+    assert steps == [20, 25, 30]
+    # Same global batches (step i trains on global batch i) and the same initial weights: the
+    # losses agree; collective all-reduce sums in another order, so they drift apart slowly.
+    mw = json.loads((tmp_path / "mw" / "summary.json").read_text())
+    one = json.loads((tmp_path / "mirrored" / "summary.json").read_text())
+    assert mw["replicas"] == one["replicas"] == 2
+    np.testing.assert_allclose(mw["history"]["loss"][0], one["history"]["loss"][0], rtol=1e-4)
+    np.testing.assert_allclose(mw["history"]["loss"], one["history"]["loss"], rtol=0.02)
+    np.testing.assert_allclose(mw["history"]["val_loss"], one["history"]["val_loss"], rtol=0.05)
+    final = "final.weights.h5"
+    difference = max_abs_difference(tmp_path / "mw" / final, tmp_path / "mirrored" / final)
+    print(
+        f"loss 2 workers {mw['history']['loss']}, 1 process x 2 replicas "
+        f"{one['history']['loss']}; final weights max abs difference {difference:.3g}"
+    )
+
+
+def _start_worker(command, cluster, index, log):
+    env = dict(ENV)
+    env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+
+def test_killed_worker_stops_the_other_with_a_clear_error_and_both_resume(tmp_path):
+    write_tsv(tmp_path / "pairs.tsv")
+    command = train_command(tmp_path / "pairs.tsv", tmp_path / "mw", steps=60)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
+    with open(tmp_path / "w0.log", "w") as log0, open(tmp_path / "w1.log", "w") as log1:
+        chief = _start_worker(command, cluster, 0, log0)
+        worker = _start_worker(command, cluster, 1, log1)
+        deadline = time.monotonic() + 600
+        while " step 12/" not in (tmp_path / "w1.log").read_text():
+            assert time.monotonic() < deadline and worker.poll() is None, "no progress"
+            time.sleep(0.2)
+        worker.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        code = chief.wait(timeout=300)
+    stopped_after = time.monotonic() - killed
+    log = (tmp_path / "w0.log").read_text()
+    error = ([line for line in log.splitlines() if line.startswith("error:")] or [log[-3000:]])[-1]
+    assert code == 4, error
+    assert error.startswith("error: a task of the cluster stopped at about step "), error
+    assert "restart every task with the same command to resume from " in error
+    last = checkpoints.latest_checkpoint(str(tmp_path / "mw" / "checkpoints"))
+    assert last is not None and last in error
+    print(f"chief stopped {stopped_after:.0f}s after the kill: {error}")
+    # Rerun both: they resume from the chief's last checkpoint and finish.
+    result = run(LAUNCH + command[2:])
+    assert result.returncode == 0, result.stdout[-4000:]
+    resumed = [line for line in result.stdout.splitlines() if "Resumed from" in line]
+    assert len(resumed) == 2 and all(line.endswith(os.path.basename(last)) for line in resumed)
+    summary = json.loads((tmp_path / "mw" / "summary.json").read_text())
+    assert summary["steps"] == 60 and summary["resumed_from_step"] >= 10
