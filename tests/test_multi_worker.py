@@ -46,12 +46,15 @@ def test_two_workers_train_like_two_replicas_and_only_the_chief_writes(tmp_path)
     steps = [step for step, _ in checkpoints.list_checkpoints(str(tmp_path / "mw/checkpoints"))]
     assert steps == [20, 25, 30]
     # Same global batches (step i trains on global batch i) and the same initial weights: the
-    # losses agree; collective all-reduce sums in another order, so they drift apart slowly.
+    # losses agree; collective all-reduce sums in another order, and Adam (epsilon 1e-9) turns
+    # last-bit differences of near-zero gradients into full-size steps, so they drift apart. CI
+    # measured 0, 5e-5, 2e-3, 2.7% relative over the five epochs; a worker on other data or
+    # other initial weights differs in the first epoch already.
     mw = json.loads((tmp_path / "mw" / "summary.json").read_text())
     one = json.loads((tmp_path / "mirrored" / "summary.json").read_text())
     assert mw["replicas"] == one["replicas"] == 2
-    np.testing.assert_allclose(mw["history"]["loss"][0], one["history"]["loss"][0], rtol=1e-4)
-    np.testing.assert_allclose(mw["history"]["loss"], one["history"]["loss"], rtol=0.02)
+    np.testing.assert_allclose(mw["history"]["loss"][:2], one["history"]["loss"][:2], rtol=1e-3)
+    np.testing.assert_allclose(mw["history"]["loss"], one["history"]["loss"], rtol=0.06)
     np.testing.assert_allclose(mw["history"]["val_loss"], one["history"]["val_loss"], rtol=0.05)
     final = "final.weights.h5"
     difference = max_abs_difference(tmp_path / "mw" / final, tmp_path / "mirrored" / final)
