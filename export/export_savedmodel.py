@@ -8,8 +8,5 @@ import sys
 
 from keras_transformer.cli.export import main
 
-# pipelines/train_wmt.py imports export_savedmodel from here until it moves into the package.
-from keras_transformer.serving.export import export_savedmodel  # noqa: F401
-
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,15 +11,16 @@ MODEL_DIR/
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 
 import keras
 
 from keras_transformer.config import TransformerConfig
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.model import build_transformer
-from keras_transformer.training import checkpoints
 
 CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "spm.model"
@@ -27,6 +28,7 @@ CHECKPOINT_DIR = "checkpoints"
 FINAL_WEIGHTS = "final.weights.h5"
 LOG_DIR = "logs"
 SUMMARY_FILE = "summary.json"
+_CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)\.weights\.h5$")
 
 
 def path(model_dir: str, name: str) -> str:
@@ -47,8 +49,30 @@ def load_config(model_dir: str) -> TransformerConfig:
         return TransformerConfig.from_dict(json.load(f))
 
 
+def checkpoint_path(directory: str, step: int) -> str:
+    """The checkpoint file of `step` in a checkpoint directory."""
+    return os.path.join(directory, f"ckpt-{step:08d}.weights.h5")
+
+
+def list_checkpoints(directory: str) -> list[tuple[int, str]]:
+    """`[(step, path), ...]` of a checkpoint directory, sorted by step."""
+    found = []
+    for checkpoint in glob.glob(os.path.join(directory, "ckpt-*.weights.h5")):
+        match = _CHECKPOINT_NAME.search(os.path.basename(checkpoint))
+        if match:
+            found.append((int(match.group(1)), checkpoint))
+    return sorted(found)
+
+
+def latest_checkpoint_in(directory: str) -> str | None:
+    """The newest checkpoint file of a checkpoint directory, or None."""
+    found = list_checkpoints(directory)
+    return found[-1][1] if found else None
+
+
 def latest_checkpoint(model_dir: str) -> str | None:
-    return checkpoints.latest_checkpoint(path(model_dir, CHECKPOINT_DIR))
+    """The newest checkpoint of a model directory, or None."""
+    return latest_checkpoint_in(path(model_dir, CHECKPOINT_DIR))
 
 
 def restore_weights(model: keras.Model, model_dir: str, weights: str | None = None) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig, TransformerConfig
 from keras_transformer.training import checkpoints, distribute, launch, preflight
 from keras_transformer.training.errors import NonFiniteLossError
@@ -48,7 +49,8 @@ def train_command(tsv, model_dir, *flags, steps=30, every=5):
         "--num-heads", "2", "--dropout", "0.1", "--batch-tokens", "256", "--max-length", "32",
         "--warmup-steps", "10", "--train-steps", str(steps), "--steps-per-epoch", "6",
         "--checkpoint-every-steps", str(every), "--keep-checkpoints", "3", "--average-last",
-        "2", "--eval-limit", "0", "--export-dir", "none", "--log-every-steps", "1", *flags,
+        "2", "--eval-limit", "0", "--export-dir", "none", "--log-every-steps", "1",
+        "--eval-every-steps", "0", *flags,
     ]  # fmt: skip
 
 
@@ -172,7 +174,7 @@ def test_checkpoint_refuses_nonfinite_weights_and_keeps_rng_state(tmp_path):
     model.set_weights(weights)
     with pytest.raises(NonFiniteLossError, match="non-finite weights .* at step 20.*ckpt-00000010"):
         checkpoints.save_checkpoint(model, directory, 20, keep=2)
-    assert [step for step, _ in checkpoints.list_checkpoints(directory)] == [10]
+    assert [step for step, _ in artifacts.list_checkpoints(directory)] == [10]
     assert os.listdir(directory) == ["ckpt-00000010.weights.h5"]  # no partial file left
 
 
@@ -185,7 +187,7 @@ def test_nonfinite_run_exits_3_and_writes_nothing_from_it(tmp_path):
     error = result.stderr.strip().splitlines()[-1]
     assert error.startswith("error: non-finite loss or gradients at step "), error
     step = int(error.split("at step ")[1].split(":")[0])
-    found = checkpoints.list_checkpoints(str(model_dir / "checkpoints"))
+    found = artifacts.list_checkpoints(str(model_dir / "checkpoints"))
     assert all(saved < step and all_finite(path) for saved, path in found)
     assert (f"last good checkpoint: {found[-1][1]}" if found else "no checkpoint") in error
     for name in ("final.weights.h5", "summary.json"):
@@ -208,7 +210,7 @@ def test_nonfinite_run_resumes_from_last_finite_checkpoint(tmp_path):
     result = run(diverging)
     assert result.returncode == 3, result.stderr[-3000:]
     assert "ckpt-00000006.weights.h5, rerunning resumes from it" in result.stderr
-    assert [s for s, _ in checkpoints.list_checkpoints(str(model_dir / "checkpoints"))][-1] == 6
+    assert [s for s, _ in artifacts.list_checkpoints(str(model_dir / "checkpoints"))][-1] == 6
     after = h5_arrays(model_dir / "final.weights.h5")
     assert all(np.array_equal(final[k], after[k]) for k in final)  # untouched
     # Allowing 2 skips: two logged skips, then the third bad batch stops the run.

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from test_long_runs import ENV, max_abs_difference, run, train_command, write_tsv
 
-from keras_transformer.training import checkpoints
+from keras_transformer import artifacts
 from keras_transformer.training.launch import free_ports
 
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ def test_two_workers_train_like_two_replicas_and_only_the_chief_writes(tmp_path)
         "checkpoints", "config.json", "final.weights.h5", "logs", "spm.model", "summary.json",
         "training_config.json",
     ]  # fmt: skip
-    steps = [step for step, _ in checkpoints.list_checkpoints(str(tmp_path / "mw/checkpoints"))]
+    steps = [step for step, _ in artifacts.list_checkpoints(str(tmp_path / "mw/checkpoints"))]
     assert steps == [20, 25, 30]
     # Same global batches (step i trains on global batch i) and the same initial weights: the
     # losses agree; collective all-reduce sums in another order, and Adam (epsilon 1e-9) turns
@@ -90,7 +90,7 @@ def test_killed_worker_stops_the_other_with_a_clear_error_and_both_resume(tmp_pa
     assert code == 4, error
     assert error.startswith("error: a task of the cluster stopped at about step "), error
     assert "restart every task with the same command to resume from " in error
-    last = checkpoints.latest_checkpoint(str(tmp_path / "mw" / "checkpoints"))
+    last = artifacts.latest_checkpoint_in(str(tmp_path / "mw" / "checkpoints"))
     assert last is not None and last in error
     print(f"chief stopped {stopped_after:.0f}s after the kill: {error}")
     # Rerun both: they resume from the chief's last checkpoint and finish.

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer.artifacts import list_checkpoints
 from keras_transformer.data.pipeline import bucket_batch_sizes, bucket_boundaries, make_batches
 from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.training.checkpoints import list_checkpoints
 from keras_transformer.training.losses import (
     MaskedAccuracy,
     MaskedLabelSmoothedCrossEntropy,
@@ -245,7 +245,7 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
         "--train-steps", "24", "--steps-per-epoch", "6", "--checkpoint-every-steps", "6",
         "--batch-tokens", "256", "--max-length", "32", "--warmup-steps", "10",
         "--keep-checkpoints", "3", "--average-last", "2", "--eval-limit", "0",
-        "--export-dir", "none",
+        "--export-dir", "none", "--eval-every-steps", "0",
     ]  # fmt: skip
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
     process = subprocess.Popen(
@@ -342,7 +342,8 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
         "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), "--vocab-size", "60",
         "--train-steps", "4", "--steps-per-epoch", "2", "--checkpoint-every-steps", "2",
         "--batch-tokens", "128", "--max-length", "24", "--warmup-steps", "2",
-        "--average-last", "2", "--eval-limit", "4", "--export-dir", "none", *flags,
+        "--average-last", "2", "--eval-limit", "4", "--export-dir", "none",
+        "--eval-every-steps", "2", "--eval-dev-pairs", "3", "--keep-best", *flags,
     ]  # fmt: skip
     result = _run(command)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -354,6 +355,12 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
 
     expected = len(list(read_pairs(f"tsv:{tsv}", "test", limit=4)))
     assert expected >= 1 and summary["test"]["num_sentences"] == expected
+    # Dev BLEU at steps 2 and 4 (under each strategy and policy); the first is always a best,
+    # so --keep-best delivers best.weights.h5, which the test score used.
+    assert [record["step"] for record in summary["dev_bleu"]] == [2, 4]
+    assert summary["weights"] == str(model_dir / "best.weights.h5")
+    assert (model_dir / "best.weights.h5").exists()
+    assert (model_dir / "learning_curve.png").exists()
     import h5py
 
     with h5py.File(model_dir / "final.weights.h5") as weights:

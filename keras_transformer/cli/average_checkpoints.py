@@ -42,9 +42,7 @@ def average(args: argparse.Namespace) -> int:
     config = artifacts.load_config(args.model_dir)  # fails first on a wrong directory
     paths = args.checkpoints
     if not paths:
-        found = checkpoints.list_checkpoints(
-            artifacts.path(args.model_dir, artifacts.CHECKPOINT_DIR)
-        )
+        found = artifacts.list_checkpoints(artifacts.path(args.model_dir, artifacts.CHECKPOINT_DIR))
         paths = [path for _, path in found[-args.last :]]
     if not paths:
         raise FileNotFoundError(f"No checkpoints found in model_dir={args.model_dir!r}")

@@ -12,39 +12,18 @@ optimizer variable is finite.
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
-import re
 
 import h5py
 import keras
 import numpy as np
 
+from keras_transformer.artifacts import checkpoint_path, latest_checkpoint_in, list_checkpoints
 from keras_transformer.training.nonfinite import check_finite
 
 logger = logging.getLogger("keras_transformer")
-_PATTERN = re.compile(r"ckpt-(\d+)\.weights\.h5$")
 STATE_GROUP = "training_state"
-
-
-def checkpoint_path(directory: str, step: int) -> str:
-    return os.path.join(directory, f"ckpt-{step:08d}.weights.h5")
-
-
-def list_checkpoints(directory: str) -> list[tuple[int, str]]:
-    """`[(step, path), ...]` sorted by step."""
-    found = []
-    for path in glob.glob(os.path.join(directory, "ckpt-*.weights.h5")):
-        match = _PATTERN.search(os.path.basename(path))
-        if match:
-            found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
-def latest_checkpoint(directory: str) -> str | None:
-    checkpoints = list_checkpoints(directory)
-    return checkpoints[-1][1] if checkpoints else None
 
 
 def rng_variables(model: keras.Model) -> list:
@@ -64,7 +43,7 @@ def save_checkpoint(model: keras.Model, directory: str, step: int, keep: int) ->
         raise ValueError(f"keep must be >= 1. Received: keep={keep}")
     optimizer = getattr(model, "optimizer", None)
     state = list(model.weights) + (list(optimizer.variables) if optimizer is not None else [])
-    check_finite(state, step, latest_checkpoint(directory))
+    check_finite(state, step, latest_checkpoint_in(directory))
     os.makedirs(directory, exist_ok=True)
     path = checkpoint_path(directory, step)
     partial = os.path.join(directory, f"partial-{os.path.basename(path)}")

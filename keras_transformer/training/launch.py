@@ -5,19 +5,19 @@ of multi-worker training):
     python -m keras_transformer.training.launch --workers 2 -- python my_script.py --flag
 
 Arguments after `--` that start with `-` are flags of the training command
-(`pipelines/train_wmt.py`); anything else is the whole command to run. Each process gets a
-free port on 127.0.0.1, its own `TF_CONFIG` (`{"cluster": {"worker": [...]}, "task": ...}`,
-with `--chief` a separate `chief` task) and `CUDA_VISIBLE_DEVICES=""` (unless `--gpus`).
-Output lines are prefixed with the task name. If a worker fails, the others are stopped
-(SIGTERM, then SIGKILL after `--grace-s`) and the launcher exits with the failing code;
-rerunning the same command resumes all workers from the chief's last checkpoint.
+(`keras-transformer-train`, `pipelines/train_wmt.py`); anything else is the whole command to
+run. Each process gets a free port on 127.0.0.1, its own `TF_CONFIG`
+(`{"cluster": {"worker": [...]}, "task": ...}`, with `--chief` a separate `chief` task) and
+`CUDA_VISIBLE_DEVICES=""` (unless `--gpus`). Output lines are prefixed with the task name.
+If a worker fails, the others are stopped (SIGTERM, then SIGKILL after `--grace-s`) and the
+launcher exits with the failing code; rerunning the same command resumes all workers from the
+chief's last checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -26,7 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -53,19 +52,11 @@ def tasks(cluster: dict[str, list[str]]) -> list[tuple[str, int]]:
 
 
 def training_command(args: list[str]) -> list[str]:
-    """The command to launch: `args` itself, or the training entry point with `args` as flags
-    (`pipelines/train_wmt.py` of this checkout, else `keras_transformer.cli.train`)."""
+    """The command to launch: `args` itself, or the training command
+    (`keras_transformer.cli.train`, as `pipelines/train_wmt.py` runs it) with `args` as flags."""
     if args and not args[0].startswith("-"):
         return list(args)
-    script = Path(__file__).resolve().parents[2] / "pipelines" / "train_wmt.py"
-    if script.is_file():
-        return [sys.executable, str(script), *args]
-    if importlib.util.find_spec("keras_transformer.cli.train") is not None:
-        return [sys.executable, "-m", "keras_transformer.cli.train", *args]
-    raise ValueError(
-        f"No training entry point found ({script}): pass the whole command after '--'. "
-        f"Received: {args}"
-    )
+    return [sys.executable, "-m", "keras_transformer.cli.train", *args]
 
 
 def _relay(process: subprocess.Popen, prefix: str) -> None:

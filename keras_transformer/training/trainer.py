@@ -18,7 +18,9 @@ import json
 import logging
 import math
 import os
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -132,7 +134,7 @@ def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callbac
     return [
         # First: no other callback may act on a non-finite step before the guard.
         cb.NonFiniteGuard(
-            cfg.skip_nonfinite_batches, lambda: checkpoints.latest_checkpoint(checkpoint_dir)
+            cfg.skip_nonfinite_batches, lambda: artifacts.latest_checkpoint_in(checkpoint_dir)
         ),
         cb.TrainingMonitor(
             os.path.join(log_dir, "steps") if chief else None,
@@ -166,14 +168,14 @@ def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
 def finish(model: keras.Model, cfg: TrainingConfig, chief: bool) -> list[str]:
     """Average the last `average_last` checkpoints into `final.weights.h5` (chief only)."""
     checkpoint_dir = artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR)
-    found = checkpoints.list_checkpoints(checkpoint_dir)
+    found = artifacts.list_checkpoints(checkpoint_dir)
     paths = [path for _, path in found[-cfg.average_last :]]
     if not chief:
         return paths
     if paths:
         checkpoints.average_checkpoints(model, paths)
     step = int(model.optimizer.iterations.numpy())
-    check_finite(model.weights, step, checkpoints.latest_checkpoint(checkpoint_dir))
+    check_finite(model.weights, step, artifacts.latest_checkpoint_in(checkpoint_dir))
     model.save_weights(artifacts.path(cfg.model_dir, artifacts.FINAL_WEIGHTS), overwrite=True)
     return paths
 
@@ -194,9 +196,16 @@ def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
     return strategy, is_chief(strategy)
 
 
-def train(cfg: TrainingConfig, evaluate: bool = True) -> dict[str, Any]:
+def train(
+    cfg: TrainingConfig,
+    chief_callbacks: Callable[[SubwordTokenizer], list[keras.callbacks.Callback]] | None = None,
+) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the run's summary (also saved as
-    `summary.json` in the model directory by the chief)."""
+    `summary.json` in the model directory by the chief).
+
+    Training does not decode: test-set BLEU and dev BLEU while training are the caller's
+    (`keras_transformer.cli.train`), the latter through `chief_callbacks(tokenizer)`, whose
+    callbacks run after the built-in ones, in the chief's process only."""
     strategy, chief = _start(cfg)
     if chief:
         preflight.save_run_config(cfg)
@@ -216,6 +225,8 @@ def train(cfg: TrainingConfig, evaluate: bool = True) -> dict[str, Any]:
     history, monitor = None, None
     if start_step < cfg.train_steps:
         callbacks = _callbacks(cfg, chief)
+        if chief and chief_callbacks is not None:
+            callbacks += chief_callbacks(tokenizer)
         monitor = callbacks[1]
         history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief)
     train_seconds = time.perf_counter() - started
@@ -234,8 +245,6 @@ def train(cfg: TrainingConfig, evaluate: bool = True) -> dict[str, Any]:
         "averaged_checkpoints": [os.path.basename(p) for p in averaged],
         "history": {k: [float(x) for x in v] for k, v in getattr(history, "history", {}).items()},
     }
-    if chief and evaluate and cfg.eval_limit != 0:
-        summary["test"] = evaluate_test_split(model, tokenizer, config, cfg)
     if chief:
         with open(artifacts.path(cfg.model_dir, artifacts.SUMMARY_FILE), "w") as f:
             json.dump(summary, f, indent=2)
@@ -256,7 +265,8 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chie
             initial_epoch=start_step // cfg.steps_per_epoch,
             steps_per_epoch=cfg.steps_per_epoch,
             callbacks=callbacks,
-            verbose=1 if chief else 0,
+            shuffle=False,  # make_batches shuffles; Keras would only warn that it cannot
+            verbose=_verbosity(chief),
         )
     except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
         if not multi_worker:
@@ -266,19 +276,14 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chie
         raise WorkerLostError(step, latest, error.message) from error
 
 
+def _verbosity(chief: bool) -> int:
+    """Keras' live progress bar on a terminal; one line per epoch (plus `TrainingMonitor`'s
+    "step N/T" lines) in a log file or pipe; nothing from other workers."""
+    if not chief:
+        return 0
+    return 1 if sys.stdout.isatty() else 2
+
+
 def _nonfinite_steps(model: keras.Model) -> int:
     counter = getattr(model.optimizer, "nonfinite_steps", None)
     return int(keras.ops.convert_to_numpy(counter)) if counter is not None else 0
-
-
-def evaluate_test_split(model, tokenizer, config, cfg: TrainingConfig) -> dict[str, Any]:
-    """BLEU/chrF of the final weights on the test split (beam search, paper settings)."""
-    from keras_transformer.config import SearchOptions
-    from keras_transformer.decoding.evaluation import evaluate_bleu
-
-    pairs = list(
-        corpus.read_pairs(cfg.dataset, "test", data_dir=cfg.data_dir, limit=cfg.eval_limit)
-    )
-    output = artifacts.path(cfg.model_dir, "test.hyp.txt")
-    search = SearchOptions(beam_size=cfg.eval_beam_size, alpha=cfg.eval_alpha)
-    return evaluate_bleu(model, tokenizer, pairs, search, output_path=output)

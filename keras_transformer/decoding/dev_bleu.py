@@ -1,0 +1,206 @@
+"""BLEU while training: decode a fixed dev subset every N steps, keep the best weights, stop
+early, and draw the learning curve.
+
+    callback = DevBleu(pairs[:200], tokenizer, model_dir, every_steps=500, decode="greedy",
+                       keep_best=True, early_stopping=4)
+    model.fit(..., callbacks=[..., callback])
+
+Each evaluation appends `{"step", "minutes", "bleu", "chrf", "seconds"}` to
+`MODEL_DIR/dev_bleu.json` (so a resumed run continues the same curve), logs one line,
+writes `dev_bleu` and `dev_chrf` to TensorBoard (`MODEL_DIR/logs/dev_bleu`) and redraws
+`MODEL_DIR/learning_curve.png` (dev BLEU against steps and against minutes). With
+`keep_best`, an improvement saves the weights as `MODEL_DIR/best.weights.h5`; with
+`early_stopping=N`, N evaluations in a row without improvement stop training.
+
+The callback decodes with the training model's own variables (one `Translator`, traced once),
+so it runs only in the chief's process and costs no collective op.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+
+import keras
+import tensorflow as tf
+
+from keras_transformer import artifacts
+from keras_transformer.config import EVAL_DECODES, SearchOptions
+from keras_transformer.decoding.evaluation import score_translations
+from keras_transformer.decoding.translator import Translator
+
+logger = logging.getLogger("keras_transformer")
+
+DEV_BLEU_FILE = "dev_bleu.json"
+BEST_WEIGHTS = "best.weights.h5"
+CURVE_FILE = "learning_curve.png"
+
+
+class DevBleu(keras.callbacks.Callback):
+    """Dev-set BLEU/chrF every `every_steps` optimizer updates (and at the end of training).
+
+    Args:
+        pairs: the fixed `(source, reference)` dev subset.
+        tokenizer: the run's `SubwordTokenizer`.
+        model_dir: where the history, best weights, plot and TensorBoard logs go.
+        every_steps: evaluation interval in optimizer updates (> 0).
+        decode: "greedy" (beam 1, the cheap default) or "beam" (`search`, the paper's).
+        search: beam settings for `decode="beam"` (default: `SearchOptions()`).
+        keep_best: save `best.weights.h5` whenever dev BLEU improves.
+        early_stopping: stop after this many evaluations without improvement (0: never).
+        batch_size: sentences per decoding batch.
+    """
+
+    def __init__(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        tokenizer,
+        model_dir: str,
+        every_steps: int,
+        decode: str = "greedy",
+        search: SearchOptions | None = None,
+        keep_best: bool = False,
+        early_stopping: int = 0,
+        batch_size: int = 64,
+    ):
+        super().__init__()
+        if not pairs:
+            raise ValueError("DevBleu needs at least one dev pair. Received: 0 pairs")
+        if every_steps <= 0:
+            raise ValueError(f"every_steps must be > 0. Received: every_steps={every_steps}")
+        if decode not in EVAL_DECODES:
+            raise ValueError(f"decode must be one of {EVAL_DECODES}. Received: decode={decode!r}")
+        if early_stopping < 0:
+            raise ValueError(f"early_stopping must be >= 0. Received: {early_stopping}")
+        self.sources = [source for source, _ in pairs]
+        self.references = [reference for _, reference in pairs]
+        self.tokenizer = tokenizer
+        self.model_dir = model_dir
+        self.every_steps = every_steps
+        self.search = (search or SearchOptions()).replace(n_best=1)
+        if decode == "greedy":
+            self.search = self.search.replace(beam_size=1)
+        self.keep_best = keep_best
+        self.early_stopping = early_stopping
+        self.batch_size = batch_size
+        self.history = load_history(model_dir)
+        self.stopped_early = False
+        self._translator = None
+        self._writer = None
+        self._started = None
+        self._minutes_before = self.history[-1]["minutes"] if self.history else 0.0
+
+    @property
+    def best(self) -> dict | None:
+        """The history record with the highest BLEU (the earliest of ties), or None."""
+        return best_record(self.history)
+
+    def on_train_begin(self, logs=None):
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every_steps == 0:
+            self.evaluate(step)
+
+    def on_train_end(self, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if not self.history or self.history[-1]["step"] != step:
+            self.evaluate(step)
+
+    def evaluate(self, step: int) -> dict:
+        """Decode the dev subset now; record, log, plot, keep best, maybe stop."""
+        if self.history and self.history[-1]["step"] == step:
+            return self.history[-1]
+        if self._translator is None:
+            self._translator = Translator(self.model, self.tokenizer, self.search)
+        started = time.perf_counter()
+        hypotheses, _ = self._translator.translate(self.sources, batch_size=self.batch_size)
+        scores = score_translations(hypotheses, self.references)
+        minutes = self._minutes_before + (started - self._started) / 60.0
+        previous_best = self.best
+        record = dict(
+            step=step, minutes=round(minutes, 3), bleu=round(scores["bleu"], 2),
+            chrf=round(scores["chrf"], 2), seconds=round(time.perf_counter() - started, 1),
+        )  # fmt: skip
+        self.history.append(record)
+        improved = previous_best is None or record["bleu"] > previous_best["bleu"]
+        if improved and self.keep_best:
+            self.model.save_weights(artifacts.path(self.model_dir, BEST_WEIGHTS), overwrite=True)
+        self._report(record, improved)
+        if self.early_stopping and self._evaluations_since_best() >= self.early_stopping:
+            logger.info(
+                "Early stopping at step %d: no dev BLEU gain in %d evaluations (best %.2f at "
+                "step %d)", step, self.early_stopping, self.best["bleu"], self.best["step"],
+            )  # fmt: skip
+            self.stopped_early = True
+            self.model.stop_training = True
+        return record
+
+    def _evaluations_since_best(self) -> int:
+        best_index = self.history.index(self.best)
+        return len(self.history) - 1 - best_index
+
+    def _report(self, record: dict, improved: bool) -> None:
+        best = self.best
+        logger.info(
+            "step %d: dev BLEU %.2f, chrF %.2f on %d sentences (%s, %.0fs)%s",
+            record["step"], record["bleu"], record["chrf"], len(self.sources),
+            "greedy" if self.search.beam_size == 1 else f"beam {self.search.beam_size}",
+            record["seconds"],
+            " new best" if improved else f", best {best['bleu']:.2f} at step {best['step']}",
+        )  # fmt: skip
+        with open(artifacts.path(self.model_dir, DEV_BLEU_FILE), "w") as f:
+            json.dump(self.history, f, indent=1)
+        if self._writer is None:
+            log_dir = os.path.join(artifacts.path(self.model_dir, artifacts.LOG_DIR), "dev_bleu")
+            self._writer = tf.summary.create_file_writer(log_dir)
+        with self._writer.as_default(step=record["step"]):
+            tf.summary.scalar("dev_bleu", record["bleu"])
+            tf.summary.scalar("dev_chrf", record["chrf"])
+        self._writer.flush()
+        plot_learning_curve(self.history, artifacts.path(self.model_dir, CURVE_FILE))
+
+
+def load_history(model_dir: str) -> list[dict]:
+    """The dev-BLEU records of a model directory (`[]` when there are none)."""
+    path = artifacts.path(model_dir, DEV_BLEU_FILE)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return json.load(f)
+
+
+def best_record(history: Sequence[dict]) -> dict | None:
+    """The record with the highest BLEU (the earliest of ties), or None for no records."""
+    best = None
+    for record in history:
+        if best is None or record["bleu"] > best["bleu"]:
+            best = record
+    return best
+
+
+def plot_learning_curve(history: Sequence[dict], path: str, title: str | None = None) -> str:
+    """Dev BLEU against steps (left) and against minutes since the run started (right), as a
+    PNG at `path`; the best point is marked. Returns `path`."""
+    from matplotlib.figure import Figure
+
+    steps = [r["step"] for r in history]
+    minutes = [r["minutes"] for r in history]
+    bleu = [r["bleu"] for r in history]
+    best = best_record(history)
+    figure = Figure(figsize=(9, 3.4), layout="constrained")
+    for axes, xs, label in zip(figure.subplots(1, 2), (steps, minutes), ("step", "minutes")):
+        axes.plot(xs, bleu, marker="o")
+        if best is not None:
+            x = best["step"] if label == "step" else best["minutes"]
+            axes.plot([x], [best["bleu"]], marker="*", markersize=14, color="tab:red")
+        axes.set_xlabel(f"training {label}")
+        axes.set_ylabel("dev BLEU")
+        axes.grid(alpha=0.3)
+    figure.suptitle(title or "Dev BLEU while training (star: best)")
+    figure.savefig(path, dpi=100)
+    return path
