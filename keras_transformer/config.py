@@ -339,13 +339,12 @@ class TrainingConfig:
                 "batch_tokens must be >= max_length. Received: "
                 f"batch_tokens={self.batch_tokens}, max_length={self.max_length}"
             )
-        skip = self.skip_nonfinite_batches
-        if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
-            raise ValueError(
-                "skip_nonfinite_batches must be an int >= 0. "
-                f"Received: skip_nonfinite_batches={skip!r}"
-            )
-        for name in ("eval_every_steps", "eval_dev_pairs", "early_stopping"):
+        for name in (
+            "skip_nonfinite_batches",
+            "eval_every_steps",
+            "eval_dev_pairs",
+            "early_stopping",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0. Received: {name}={value!r}")
@@ -366,6 +365,10 @@ class TrainingConfig:
                 f"cpu_replicas={self.cpu_replicas}, "
                 f"checkpoint_every_minutes={self.checkpoint_every_minutes}"
             )
+
+    def eval_search(self) -> SearchOptions:
+        """The beam search of the run's evaluations (`eval_beam_size`, `eval_alpha`)."""
+        return SearchOptions(beam_size=self.eval_beam_size, alpha=self.eval_alpha)
 
     def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
         """The `TransformerConfig` of this run (the tokenizer's real vocab size wins)."""

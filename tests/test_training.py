@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_long_runs import write_tsv
 
 from keras_transformer.artifacts import list_checkpoints
 from keras_transformer.data.pipeline import bucket_batch_sizes, bucket_boundaries, make_batches
@@ -226,18 +227,9 @@ def test_mirrored_strategy_matches_one_device():
     np.testing.assert_allclose(mirrored, one, rtol=0.02)
 
 
-def _write_tsv(path, n=300):
-    rng = np.random.default_rng(0)
-    words = ["red", "green", "blue", "house", "tree", "car", "small", "big", "the", "a"]
-    with open(path, "w") as f:
-        for _ in range(n):
-            sentence = " ".join(rng.choice(words, size=rng.integers(2, 8)))
-            f.write(f"{sentence}\t{sentence.upper()}\n")
-
-
 def test_killed_run_resumes_from_checkpoint(tmp_path):
     tsv = tmp_path / "pairs.tsv"
-    _write_tsv(tsv)
+    write_tsv(tsv)
     model_dir = tmp_path / "run"
     command = [
         sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),
@@ -335,7 +327,7 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
 )
 def test_training_flags_run_end_to_end(tmp_path, flags):
     tsv = tmp_path / "pairs.tsv"
-    _write_tsv(tsv, n=120)
+    write_tsv(tsv, n=120)
     model_dir = tmp_path / "run"
     command = [
         sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),

@@ -29,7 +29,6 @@ from keras_transformer.config import (
     MIXED_PRECISION,
     NORM_POSITIONS,
     STRATEGIES,
-    SearchOptions,
     TrainingConfig,
 )
 
@@ -154,7 +153,6 @@ def dev_bleu_callbacks(cfg: TrainingConfig):
         pairs = list(
             corpus.read_pairs(cfg.dataset, "dev", data_dir=cfg.data_dir, limit=cfg.eval_dev_pairs)
         )
-        search = SearchOptions(beam_size=cfg.eval_beam_size, alpha=cfg.eval_alpha)
         return [
             DevBleu(
                 pairs,
@@ -162,10 +160,10 @@ def dev_bleu_callbacks(cfg: TrainingConfig):
                 cfg.model_dir,
                 cfg.eval_every_steps,
                 cfg.eval_decode,
-                search,
+                cfg.eval_search(),
                 keep_best=cfg.keep_best,
                 early_stopping=cfg.early_stopping,
-            )  # fmt: skip
+            )
         ]
 
     return make
@@ -181,9 +179,8 @@ def evaluate_test_split(cfg: TrainingConfig, weights: str) -> dict[str, Any]:
     pairs = list(
         corpus.read_pairs(cfg.dataset, "test", data_dir=cfg.data_dir, limit=cfg.eval_limit)
     )
-    search = SearchOptions(beam_size=cfg.eval_beam_size, alpha=cfg.eval_alpha)
     output = artifacts.path(cfg.model_dir, "test.hyp.txt")
-    return evaluate_bleu(model, tokenizer, pairs, search, output_path=output)
+    return evaluate_bleu(model, tokenizer, pairs, cfg.eval_search(), output_path=output)
 
 
 def _finish_summary(cfg: TrainingConfig, summary: dict[str, Any], weights: str) -> dict:
