@@ -123,7 +123,8 @@ class TransformerConfig:
         and no dropout, which learn about twice as fast per step in a ten-minute run
         (benchmarks/results/recipe_study.md)."""
         values = dict(num_layers=3, d_model=128, d_ff=512, num_heads=4, dropout=0.0)
-        values.update(norm_position="pre", **overrides)
+        values.update(norm_position="pre")
+        values.update(overrides)  # norm_position too: --config quick --norm-position post
         return cls(vocab_size=vocab_size, **values)
 
     @classmethod
@@ -212,6 +213,7 @@ class SearchOptions:
 STRATEGIES = ("auto", "mirrored", "one_device", "multi_worker")
 MIXED_PRECISION = ("none", "mixed_bfloat16", "mixed_float16")
 EVAL_DECODES = ("greedy", "beam")  # how training decodes its dev subset
+FREEZE_CHOICES = ("encoder", "embeddings")  # parts of the model a run may leave untrained
 
 
 @dataclass(frozen=True)
@@ -232,11 +234,21 @@ class TrainingConfig:
 
     Args:
         model: preset name of the `TransformerConfig` ("quick", "tiny", "base", "big").
-        dataset: "sample_en_de", "sample_en_fr", "wmt14_en_de", "wmt14_en_fr" or "tsv:PATH".
+        dataset: "sample_en_de", "sample_en_fr", "wmt14_en_de", "wmt14_en_fr", "tsv:PATH",
+            "text:SRC,TGT" (two aligned files), or a weighted mix of these for training,
+            "SPEC@WEIGHT+SPEC@WEIGHT..." (`keras_transformer.data.corpus`).
+        dev_dataset, test_dataset: a "tsv:PATH" or "text:SRC,TGT" read whole as the dev or
+            test split (None: the dataset's own split, or its carve-off; a mix's first
+            corpus's).
+        reverse: swap source and target of every split (German -> English from En-De).
         model_dir: where config, tokenizer, checkpoints, logs and final weights go.
         train_steps: optimizer updates in all (a resumed run continues up to this).
         vocab_size: pieces of the shared SentencePiece BPE vocabulary.
         batch_tokens: padded source (and target) tokens per replica batch.
+        accumulate_steps: micro-batches whose gradients are averaged into one optimizer update
+            (gradient accumulation: the paper's 25000-token batches on one or two GPUs). Steps,
+            the learning-rate schedule and every interval count updates; an update sees
+            `accumulate_steps` x replicas x `batch_tokens` tokens.
         max_length: longest sentence in pieces kept for training (and the model's limit).
         warmup_steps: of the learning-rate schedule.
         learning_rate_scale: constant factor on the paper's schedule.
@@ -272,14 +284,27 @@ class TrainingConfig:
             or without it, at the same speed (tiny model, 2 cores: 1.28 s/step with it, 1.35
             s/step without, within the noise); on GPUs it is what makes reruns and resumed
             runs bit-identical, and it can cost speed there.
+        init_from: fine-tune: a run directory (its `final.weights.h5`) or a `.weights.h5`
+            file of a run; the run's spm.model and architecture are reused (an architecture
+            field left at its default takes the run's value, another is refused) and its
+            weights loaded before the first step of a run without checkpoints of its own. The
+            optimizer starts fresh (warm-up again). See `training.warm_start`.
+        vocab: an existing SentencePiece `.model` (this project's special ids) copied into
+            model_dir instead of training one; vocab_size is its piece count.
+        freeze: leave "encoder" (its layers) or "embeddings" (the shared embedding matrix, so
+            also the pre-softmax projection) untrained; None trains everything.
     """
 
     model: str = "quick"
     dataset: str = "sample_en_de"
+    dev_dataset: str | None = None
+    test_dataset: str | None = None
+    reverse: bool = False
     model_dir: str = "runs/sample_en_de"
     train_steps: int = 2000
     vocab_size: int = 4000
     batch_tokens: int = 1536
+    accumulate_steps: int = 1
     max_length: int = 128
     warmup_steps: int = 400
     learning_rate_scale: float = 1.0
@@ -312,9 +337,14 @@ class TrainingConfig:
     data_dir: str | None = None
     skip_nonfinite_batches: int = 0
     deterministic: bool = False
+    init_from: str | None = None
+    vocab: str | None = None
+    freeze: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("train_steps", "vocab_size", "batch_tokens", "max_length", "warmup_steps"):
+        for name in ("train_steps", "vocab_size", "batch_tokens", "accumulate_steps"):
+            _check_positive_int(name, getattr(self, name))
+        for name in ("max_length", "warmup_steps"):
             _check_positive_int(name, getattr(self, name))
         for name in ("steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints"):
             _check_positive_int(name, getattr(self, name))
@@ -348,6 +378,12 @@ class TrainingConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0. Received: {name}={value!r}")
+        if self.accumulate_steps > 1 and self.mixed_precision == "mixed_float16":
+            raise ValueError(
+                "accumulate_steps > 1 is not supported with mixed_float16 (its loss-scale "
+                "optimizer); use mixed_bfloat16. Received: "
+                f"accumulate_steps={self.accumulate_steps}, mixed_precision='mixed_float16'"
+            )
         if self.eval_decode not in EVAL_DECODES:
             raise ValueError(
                 f"eval_decode must be one of {EVAL_DECODES}. "
@@ -365,10 +401,25 @@ class TrainingConfig:
                 f"cpu_replicas={self.cpu_replicas}, "
                 f"checkpoint_every_minutes={self.checkpoint_every_minutes}"
             )
+        for name in ("init_from", "vocab"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be a path or None. Received: {name}={value!r}")
+        if self.freeze is not None:
+            check_choice("freeze", self.freeze, FREEZE_CHOICES)
 
     def eval_search(self) -> SearchOptions:
         """The beam search of the run's evaluations (`eval_beam_size`, `eval_alpha`)."""
         return SearchOptions(beam_size=self.eval_beam_size, alpha=self.eval_alpha)
+
+    def split_dataset(self, split: str) -> tuple[str, str]:
+        """`(dataset, split of it)` that the run reads as its "train", "dev" or "test" split:
+        an explicit `dev_dataset`/`test_dataset` is read whole ("all"), else `dataset`'s own
+        split (read both with `keras_transformer.data.corpus.read_split`)."""
+        explicit = {"train": None, "dev": self.dev_dataset, "test": self.test_dataset}
+        if split not in explicit:
+            raise ValueError(f"split must be train, dev or test. Received: split={split!r}")
+        return (self.dataset, split) if explicit[split] is None else (explicit[split], "all")
 
     def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
         """The `TransformerConfig` of this run (the tokenizer's real vocab size wins)."""

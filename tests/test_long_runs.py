@@ -280,10 +280,15 @@ def _kill_after_step(command, step, timeout=600):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("replicas", [1, 2], ids=["one_device", "two_cpu_replicas"])
-def test_kill9_and_rerun_equals_uninterrupted_run(tmp_path, replicas):
+@pytest.mark.parametrize(
+    "replicas, accumulate",
+    [(1, 1), (2, 1), (1, 2)],
+    ids=["one_device", "two_cpu_replicas", "accumulate_2"],
+)
+def test_kill9_and_rerun_equals_uninterrupted_run(tmp_path, replicas, accumulate):
     write_tsv(tmp_path / "pairs.tsv")
     flags = ["--strategy", "mirrored", "--cpu-replicas", "2"] if replicas == 2 else []
+    flags += ["--accumulate-steps", str(accumulate)]
     every, steps = 5, 30
     uninterrupted = train_command(tmp_path / "pairs.tsv", tmp_path / "a", *flags)
     resumed = train_command(tmp_path / "pairs.tsv", tmp_path / "b", *flags)
@@ -298,6 +303,11 @@ def test_kill9_and_rerun_equals_uninterrupted_run(tmp_path, replicas):
     assert summary["steps"] == steps
     for name in ("final.weights.h5", f"checkpoints/ckpt-{steps:08d}.weights.h5"):
         difference = max_abs_difference(tmp_path / "a" / name, tmp_path / "b" / name)
+        print(
+            f"{replicas} replica(s), accumulate {accumulate}: killed after step {killed_at}, "
+            "resumed from step "
+            f"{summary['resumed_from_step']}, {name} max abs difference {difference:.3g}"
+        )
         assert difference <= 1e-6, (name, difference, killed_at)
 
 

@@ -17,6 +17,7 @@ def test_quick_preset_fields():
     assert config.norm_position == "pre" and config.dropout == 0.0
     assert config.share_embeddings and config.positional_encoding == "sinusoidal"
     assert TransformerConfig.quick(4000, num_layers=2).num_layers == 2
+    assert TransformerConfig.quick(4000, norm_position="post").norm_position == "post"
 
 
 def test_quick_preset_parameter_count():

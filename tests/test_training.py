@@ -322,8 +322,9 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
         ["--mixed-precision", "mixed_bfloat16"],
         ["--jit-compile"],
         ["--strategy", "mirrored", "--cpu-replicas", "2"],
+        ["--strategy", "mirrored", "--cpu-replicas", "2", "--accumulate-steps", "2"],
     ],
-    ids=["mixed_bfloat16", "xla", "mirrored_cpu"],
+    ids=["mixed_bfloat16", "xla", "mirrored_cpu", "mirrored_accumulate_2"],
 )
 def test_training_flags_run_end_to_end(tmp_path, flags):
     tsv = tmp_path / "pairs.tsv"
@@ -340,7 +341,9 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     result = _run(command)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((model_dir / "summary.json").read_text())
-    assert summary["steps"] == 4
+    assert summary["steps"] == 4  # updates (8 micro-batches with --accumulate-steps 2)
+    names = [f"ckpt-{step:08d}.weights.h5" for step in (2, 4)]
+    assert summary["averaged_checkpoints"] == names  # checkpoints count updates too
     assert summary["replicas"] == (2 if "--cpu-replicas" in flags else 1)
     assert all(np.isfinite(summary["history"]["loss"]))
     from keras_transformer.data.corpus import read_pairs

@@ -25,13 +25,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--dataset",
         default="sample_en_de",
         help="sample_en_de | sample_en_fr | wmt14_en_de | wmt14_en_fr | "
-        "tsv:PATH (default: %(default)s)",
+        "tsv:PATH | text:SRC,TGT (default: %(default)s)",
     )
     parser.add_argument(
         "--split",
         default="test",
-        choices=("train", "dev", "test"),
-        help="split to decode (default: %(default)s)",
+        choices=("train", "dev", "test", "all"),
+        help="split to decode; all: a whole tsv: or text: file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--reverse",
+        action="store_true",
+        help="swap source and target (a model trained with --reverse)",
     )
     parser.add_argument("--data-dir", default=None, help="TFDS data directory (WMT datasets)")
     common.add_search_arguments(parser)
@@ -52,7 +57,8 @@ def evaluate(args: argparse.Namespace) -> int:
 
     search = common.search_options(args)
     model, _, tokenizer = artifacts.load_trained(args.model_dir, weights=args.weights)
-    pairs = list(read_pairs(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit))
+    options = dict(data_dir=args.data_dir, limit=args.limit, reverse=args.reverse)
+    pairs = list(read_pairs(args.dataset, args.split, **options))
     if not pairs:
         raise ValueError(
             f"No sentence pairs to evaluate. Received: dataset={args.dataset!r}, "

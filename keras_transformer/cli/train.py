@@ -26,6 +26,7 @@ from keras_transformer import artifacts
 from keras_transformer.cli import common
 from keras_transformer.config import (
     EVAL_DECODES,
+    FREEZE_CHOICES,
     MIXED_PRECISION,
     NORM_POSITIONS,
     STRATEGIES,
@@ -41,12 +42,25 @@ HELP = {
     "model": "model preset: quick (tiny sizes, pre-norm, no dropout: 10 CPU minutes), tiny, "
     "base (paper, 65M), big (paper, 213M)",
     "dataset": "sample_en_de | sample_en_fr (bundled) | wmt14_en_de | wmt14_en_fr (TFDS) | "
-    "tsv:PATH (source<TAB>target lines)",
+    "tsv:PATH (source<TAB>target lines) | text:SRC,TGT (two files, one sentence a line); "
+    "several weighted corpora: SPEC@WEIGHT+SPEC@WEIGHT, e.g. sample_en_de+tsv:own.tsv@3 (an "
+    "epoch takes round(WEIGHT x size) pairs of each; dev and test: the first corpus's). "
+    "Without dev/test files, dev and test are carved off the train file (1%% each, by "
+    "normalized source: no dev/test source is also in train)",
+    "dev_dataset": "dev split read whole from this tsv:PATH or text:SRC,TGT (default: the "
+    "dataset's own; see also --dev-source/--dev-target)",
+    "test_dataset": "test split read whole from this tsv:PATH or text:SRC,TGT (default: the "
+    "dataset's own; see also --test-source/--test-target)",
+    "reverse": "swap source and target of every split: translate target -> source language "
+    "(e.g. German -> English with sample_en_de); dev and test BLEU use the swapped references",
     "model_dir": "output directory; an existing run there is resumed",
     "train_steps": "total optimizer updates",
     "vocab_size": "shared SentencePiece BPE vocabulary size (paper: 37000 En-De, 32000 En-Fr)",
     "batch_tokens": "padded source/target tokens per replica batch; global = this x replicas "
     "(paper: 25000 global)",
+    "accumulate_steps": "average the gradients of K micro-batches into one update (gradient "
+    "accumulation); steps, schedule and intervals count updates, each of K x replicas x "
+    "batch-tokens tokens (paper's 25000 on one GPU: --batch-tokens 3125 --accumulate-steps 8)",
     "max_length": "longest sentence in subword pieces kept for training",
     "warmup_steps": "linear warm-up steps of the learning-rate schedule (paper: 4000)",
     "learning_rate_scale": "constant factor on the paper's learning-rate formula",
@@ -84,6 +98,16 @@ HELP = {
     "or gradient in the whole run; 0: stop at the first",
     "deterministic": "enable TF op determinism (deterministic GPU kernels); CPU runs are "
     "bit-reproducible without it",
+    "init_from": "fine-tune RUN_DIR's final weights (or a run's .weights.h5 file) with its "
+    "spm.model and architecture: flags left at their defaults take the run's values, a "
+    "conflicting --config/--vocab-size/--d-model... is refused. The optimizer starts fresh "
+    "and warm-up runs again: fine-tuning usually wants a lower --learning-rate-scale and a "
+    "small --warmup-steps. A rerun resumes from MODEL_DIR's own checkpoints",
+    "vocab": "an existing SentencePiece .model (ids 0 pad, 1 unk, 2 bos, 3 eos, as this tool "
+    "trains them) copied to MODEL_DIR/spm.model instead of training one; the vocabulary size "
+    "is its own (leave out --vocab-size)",
+    "freeze": "leave untrained: encoder (its layers) or embeddings (the shared embedding "
+    "matrix, which is also the pre-softmax projection: the output layer is frozen too)",
 }
 CHOICES = {
     "model": PRESETS,
@@ -91,9 +115,14 @@ CHOICES = {
     "mixed_precision": MIXED_PRECISION,
     "norm_position": NORM_POSITIONS,
     "eval_decode": EVAL_DECODES,
+    "freeze": FREEZE_CHOICES,
 }
 # Fields whose default is None: the type of a value given on the command line (else int).
 OPTIONAL_TYPES = {"dropout": float, "norm_position": str, "data_dir": str}
+OPTIONAL_TYPES.update(dev_dataset=str, test_dataset=str)
+OPTIONAL_TYPES.update(init_from=str, vocab=str, freeze=str)
+# --SPLIT-source/--SPLIT-target F: `text:SOURCE,TARGET` as the value of this field.
+FILE_PAIR_FIELDS = {"train": "dataset", "dev": "dev_dataset", "test": "test_dataset"}
 
 
 def _flag(field: str) -> str:
@@ -123,12 +152,44 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="SavedModel export base (default: MODEL_DIR/export; 'none' to skip)",
     )
+    _add_file_pair_flags(parser)
     return parser
+
+
+def _add_file_pair_flags(parser: argparse.ArgumentParser) -> None:
+    """`--train-source F --train-target F` = `--dataset text:F,F`; dev and test alike."""
+    group = parser.add_argument_group("corpora as two files (source, target: one sentence a line)")
+    for split, field in FILE_PAIR_FIELDS.items():
+        for side in ("source", "target"):
+            group.add_argument(
+                f"--{split}-{side}",
+                default=None,
+                help=f"{split} {side} sentences, one a line, plain or .gz; --{split}-source "
+                f"S --{split}-target T is {_flag(field)} text:S,T",
+            )
+
+
+def _file_pair_datasets(args: argparse.Namespace) -> dict[str, str]:
+    """`{field: "text:SOURCE,TARGET"}` of the `--SPLIT-source/--SPLIT-target` flags given."""
+    from keras_transformer.data.corpus_files import text_dataset
+
+    datasets = {}
+    for split, field in FILE_PAIR_FIELDS.items():
+        source, target = getattr(args, f"{split}_source"), getattr(args, f"{split}_target")
+        if (source is None) != (target is None):
+            raise ValueError(
+                f"--{split}-source and --{split}-target go together. "
+                f"Received: --{split}-source={source!r}, --{split}-target={target!r}"
+            )
+        if source is not None:
+            datasets[field] = text_dataset(source, target)
+    return datasets
 
 
 def training_config(args: argparse.Namespace) -> TrainingConfig:
     """The `TrainingConfig` of parsed flags (a bad combination raises a ValueError naming it)."""
-    return TrainingConfig(**{field: getattr(args, field) for field in HELP})
+    values = {field: getattr(args, field) for field in HELP}
+    return TrainingConfig(**{**values, **_file_pair_datasets(args)})
 
 
 def final_weights(cfg: TrainingConfig) -> str:
@@ -150,9 +211,7 @@ def dev_bleu_callbacks(cfg: TrainingConfig):
     def make(tokenizer) -> list:
         if not cfg.eval_every_steps:
             return []
-        pairs = list(
-            corpus.read_pairs(cfg.dataset, "dev", data_dir=cfg.data_dir, limit=cfg.eval_dev_pairs)
-        )
+        pairs = list(corpus.read_split(cfg, "dev", limit=cfg.eval_dev_pairs))
         return [
             DevBleu(
                 pairs,
@@ -176,9 +235,7 @@ def evaluate_test_split(cfg: TrainingConfig, weights: str) -> dict[str, Any]:
     from keras_transformer.decoding.evaluation import evaluate_bleu
 
     model, _, tokenizer = artifacts.load_trained(cfg.model_dir, weights)
-    pairs = list(
-        corpus.read_pairs(cfg.dataset, "test", data_dir=cfg.data_dir, limit=cfg.eval_limit)
-    )
+    pairs = list(corpus.read_split(cfg, "test", limit=cfg.eval_limit))
     output = artifacts.path(cfg.model_dir, "test.hyp.txt")
     return evaluate_bleu(model, tokenizer, pairs, cfg.eval_search(), output_path=output)
 

@@ -103,7 +103,7 @@ class DevBleu(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         step = int(self.model.optimizer.iterations.numpy())
-        if step % self.every_steps == 0:
+        if step and step % self.every_steps == 0:  # step 0: micro-batches of the first update
             self.evaluate(step)
 
     def on_train_end(self, logs=None):

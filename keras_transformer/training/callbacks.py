@@ -18,6 +18,13 @@ from keras_transformer.training.nonfinite import NonFiniteGuard  # noqa: F401  (
 logger = logging.getLogger("keras_transformer")
 
 
+def between_updates(optimizer) -> bool:
+    """True between the micro-batches of an accumulated update (`SkipNonFiniteAdam` with
+    `accumulate_steps` > 1 holds part of the next update in its accumulators)."""
+    pending = getattr(optimizer, "accumulated_micro_batches", None)
+    return pending is not None and int(keras.ops.convert_to_numpy(pending)) != 0
+
+
 class TrainingMonitor(keras.callbacks.Callback):
     """Adds `tokens_per_sec` and `lr` to the batch logs and writes them to TensorBoard.
 
@@ -62,7 +69,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         lr = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         logs["tokens_per_sec"] = self.tokens_per_sec
         logs["lr"] = lr
-        if step % self.log_every_steps:
+        if step % self.log_every_steps or between_updates(self.model.optimizer):
             return
         if self.log_lines:
             logger.info(
@@ -122,6 +129,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._last_time = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
+        if between_updates(self.model.optimizer):
+            return  # the accumulators hold part of an update: wait for its end
         step = self._step()
         due_steps = step % self.every_steps == 0
         due_time = time.monotonic() - self._last_time >= self.every_seconds

@@ -22,10 +22,13 @@ from keras_transformer.training import distribute
 
 logger = logging.getLogger("keras_transformer")
 RUN_CONFIG_FILE = "training_config.json"
-# Fields that fix the vocabulary (spm.model): another value needs another model_dir.
+# Fields that fix the vocabulary (spm.model): another value needs another model_dir. `dataset`
+# is the whole training spec (text:SRC,TGT files, a mix with its weights); dev_dataset and
+# test_dataset train nothing and may change; `reverse` is checked on its own (same vocabulary,
+# the other direction).
 VOCABULARY_FIELDS = ("dataset", "vocab_size")
 # Fields that fix the order of the training batches: another value resumes, but not exactly.
-DATA_ORDER_FIELDS = ("seed", "batch_tokens", "max_length", "cpu_replicas")
+DATA_ORDER_FIELDS = ("seed", "batch_tokens", "max_length", "cpu_replicas", "accumulate_steps")
 
 
 def check_run(cfg: TrainingConfig, chief: bool = True) -> None:
@@ -75,6 +78,12 @@ def check_same_run(cfg: TrainingConfig, vocab_size: int | None = None) -> None:
                     f"{name}={saved_run.get(name)!r} there, {name}={getattr(cfg, name)!r} "
                     "requested. Use another --model-dir"
                 )
+        if saved_run.get("reverse", False) != cfg.reverse:  # runs before it had no field
+            raise ValueError(
+                f"model_dir={cfg.model_dir!r} holds a run in the other direction: "
+                f"reverse={saved_run.get('reverse', False)} there, reverse={cfg.reverse} "
+                "requested. Use another --model-dir"
+            )
         changed = [n for n in DATA_ORDER_FIELDS if saved_run.get(n) != getattr(cfg, n)]
         if changed:
             logger.warning(
@@ -105,12 +114,22 @@ def save_run_config(cfg: TrainingConfig) -> None:
 
 
 def check_corpus(cfg: TrainingConfig) -> None:
-    """The training split has at least one usable pair (files only: TFDS checks its own)."""
-    if cfg.dataset in corpus.DATASETS and cfg.dataset.startswith("wmt"):
-        return
+    """Every corpus of the training split (each of a mix) and an explicitly given dev or test
+    file has at least one usable pair; a `text:` source and target file of different lengths
+    raise here, naming both counts. Files only: TFDS checks its own."""
+    for part in corpus.mix_parts(cfg.dataset):
+        if not corpus.uses_tfds(part.dataset):
+            _check_has_pair(part.dataset, "train", "The training split")
+    for split in ("dev", "test"):
+        dataset, part = cfg.split_dataset(split)
+        if part == corpus.ALL:
+            _check_has_pair(dataset, part, f"The {split} file")
+
+
+def _check_has_pair(dataset: str, split: str, name: str) -> None:
     stats = corpus.CorpusStats()
-    if next(corpus.read_pairs(cfg.dataset, "train", limit=1, stats=stats), None) is None:
+    if next(corpus.read_pairs(dataset, split, limit=1, stats=stats), None) is None:
         raise ValueError(
-            "The training split has no usable 'source<TAB>target' pair "
-            f"({stats.log_line()}). Received: dataset={cfg.dataset!r}"
+            f"{name} has no usable 'source<TAB>target' pair ({stats.log_line()}). "
+            f"Received: dataset={dataset!r}"
         )

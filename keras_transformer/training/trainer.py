@@ -14,6 +14,7 @@ chief writes files (see `keras_transformer.training.distribute`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -33,7 +34,7 @@ from keras_transformer.data.pipeline import make_batches
 from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from keras_transformer.model import build_transformer
 from keras_transformer.training import callbacks as cb
-from keras_transformer.training import checkpoints, preflight
+from keras_transformer.training import checkpoints, preflight, warm_start
 from keras_transformer.training.distribute import (  # noqa: F401  (re-exported)
     configure_devices,
     create_strategy,
@@ -63,17 +64,17 @@ TOKENIZER_SENTENCES = 400_000  # pairs read to train the shared vocabulary
 
 
 def prepare_tokenizer(cfg: TrainingConfig, chief: bool = True) -> SubwordTokenizer:
-    """Train the shared vocabulary on the training split, or reuse the model_dir's. Only the
-    chief trains it (written atomically); other workers wait for its file."""
+    """Train the shared vocabulary on the training split, copy `init_from`'s or `vocab`, or
+    reuse the model_dir's. Only the chief writes it (atomically); other workers wait for it."""
     path = artifacts.path(cfg.model_dir, artifacts.TOKENIZER_FILE)
     if not os.path.exists(path) and not chief:
         wait_for_file(path)
+    elif not os.path.exists(path) and warm_start.vocabulary_source(cfg):
+        warm_start.copy_vocabulary(warm_start.vocabulary_source(cfg), path)
     elif not os.path.exists(path):
 
         def sentences():
-            for source, target in corpus.read_pairs(
-                cfg.dataset, "train", data_dir=cfg.data_dir, limit=TOKENIZER_SENTENCES
-            ):
+            for source, target in corpus.read_split(cfg, "train", limit=TOKENIZER_SENTENCES):
                 yield source
                 yield target
 
@@ -88,7 +89,13 @@ def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingCo
     pad = config.pad_id
     # mixed_float16: compile wraps the optimizer in a LossScaleOptimizer, which already skips
     # non-finite steps (and lowers the loss scale); every other policy gets the guard.
-    adam = keras.optimizers.Adam if cfg.mixed_precision == "mixed_float16" else SkipNonFiniteAdam
+    # SkipNonFiniteAdam also accumulates gradients (TrainingConfig refuses accumulate_steps > 1
+    # with mixed_float16).
+    adam = (
+        keras.optimizers.Adam
+        if cfg.mixed_precision == "mixed_float16"
+        else functools.partial(SkipNonFiniteAdam, accumulate_steps=cfg.accumulate_steps)
+    )
     model.compile(
         optimizer=adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=pad),
@@ -103,22 +110,21 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
         max_length=cfg.max_length,
         batch_tokens=cfg.batch_tokens,
         num_replicas=num_replicas,
-        cache=not cfg.dataset.startswith("wmt"),  # WMT's millions of pairs stay streamed
+        cache=not corpus.uses_tfds(cfg.dataset),  # WMT's millions of pairs stay streamed
     )
     train = make_batches(
-        corpus.load_corpus(cfg.dataset, "train", data_dir=cfg.data_dir),
+        corpus.load_split(cfg, "train"),
         training=True,
         seed=cfg.seed,
         skip_batches=skip_batches,
         **common,
     )
-    dev = make_batches(
-        corpus.load_corpus(cfg.dataset, "dev", data_dir=cfg.data_dir), training=False, **common
-    )
+    dev = make_batches(corpus.load_split(cfg, "dev"), training=False, **common)
     num_dev_batches = int(dev.reduce(0, lambda count, _: count + 1))
     if num_dev_batches == 0:
         logger.warning(
-            "The dev split of %s has no pair within max_length: no validation", cfg.dataset
+            "The dev split (%s) has no pair within max_length: no validation",
+            cfg.split_dataset("dev")[0],
         )
         return train, None
     if num_replicas == 1:
@@ -154,11 +160,15 @@ def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callbac
 
 
 def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
-    """Build and compile under the strategy; resume from the latest checkpoint if any."""
+    """Build and compile under the strategy; resume from the latest checkpoint if any, else
+    start from `init_from`'s weights if set."""
     with strategy.scope():
         model = build_transformer(config)
-        compile_model(model, config, cfg)
         latest = artifacts.latest_checkpoint(cfg.model_dir)
+        if latest is None and cfg.init_from is not None:
+            warm_start.load_parent_weights(model, cfg.init_from)  # before compile: no optimizer
+        warm_start.freeze(model, cfg.freeze)
+        compile_model(model, config, cfg)
         if latest is not None:
             checkpoints.restore_checkpoint(model, latest)
             logger.info("Resumed from %s", latest)
@@ -206,6 +216,7 @@ def train(
     Training does not decode: test-set BLEU and dev BLEU while training are the caller's
     (`keras_transformer.cli.train`), the latter through `chief_callbacks(tokenizer)`, whose
     callbacks run after the built-in ones, in the chief's process only."""
+    cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
     strategy, chief = _start(cfg)
     if chief:
         preflight.save_run_config(cfg)
@@ -217,10 +228,18 @@ def train(
     model, start_step = build_and_restore(cfg, config, strategy)
     replicas = strategy.num_replicas_in_sync
     logger.info(
-        "Training %s (%s parameters) on %s with %d replica(s), %d tokens per replica batch",
-        cfg.model, f"{model.count_params():,}", cfg.dataset, replicas, cfg.batch_tokens,
+        "Training %s (%s parameters, %s trainable) on %s with %d replica(s), %d tokens per "
+        "replica batch", cfg.model, f"{model.count_params():,}",
+        f"{warm_start.trainable_count(model):,}", cfg.dataset, replicas, cfg.batch_tokens,
     )  # fmt: skip
-    train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=start_step)
+    if cfg.accumulate_steps > 1:
+        logger.info(
+            "Gradient accumulation: %d micro-batches per update, up to %d tokens per update",
+            cfg.accumulate_steps, cfg.accumulate_steps * replicas * cfg.batch_tokens,
+        )  # fmt: skip
+    # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
+    skip = start_step * cfg.accumulate_steps
+    train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=skip)
     started = time.perf_counter()
     history, monitor = None, None
     if start_step < cfg.train_steps:
@@ -238,6 +257,7 @@ def train(
         "replicas": replicas,
         "chief": chief,
         "resumed_from_step": start_step,
+        "init_from": cfg.init_from,
         "steps": int(model.optimizer.iterations.numpy()),
         "nonfinite_steps_skipped": _nonfinite_steps(model),
         "train_seconds": round(train_seconds, 1),
@@ -263,7 +283,7 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chie
             validation_data=dev_data,
             epochs=math.ceil(cfg.train_steps / cfg.steps_per_epoch),
             initial_epoch=start_step // cfg.steps_per_epoch,
-            steps_per_epoch=cfg.steps_per_epoch,
+            steps_per_epoch=cfg.steps_per_epoch * cfg.accumulate_steps,  # Keras counts batches
             callbacks=callbacks,
             shuffle=False,  # make_batches shuffles; Keras would only warn that it cannot
             verbose=_verbosity(chief),
