@@ -52,5 +52,10 @@ setup(
         # tests/test_backends.py; torch==2.13.0 is the CPU build that installs here (other
         # versions pull gigabytes of CUDA packages)
         "backends": ["jax", "torch==2.13.0"],
+        # benchmarks/model_garden_comparison.py: what `official.nlp.modeling` imports beyond
+        # ours. tf-models-official itself is not listed: 2.20.0 requires tensorflow~=2.20.0
+        # and tensorflow-text~=2.20.0, so it is installed apart with `pip install --no-deps
+        # tf-models-official==2.20.0` (benchmarks/README.md).
+        "bench": ["tf-keras>=2.21,<2.22", "gin-config>=0.5"],
     },
 )
