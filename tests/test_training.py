@@ -320,7 +320,8 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
     "flags",
     [
         ["--mixed-precision", "mixed_bfloat16"],
-        ["--jit-compile"],
+        # XLA compiles once per bucket shape: about 3 minutes on a 2-core CPU.
+        pytest.param(["--jit-compile"], marks=pytest.mark.slow),
         ["--strategy", "mirrored", "--cpu-replicas", "2"],
         ["--strategy", "mirrored", "--cpu-replicas", "2", "--accumulate-steps", "2"],
     ],
