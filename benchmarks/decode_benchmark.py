@@ -24,6 +24,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from machine import cpu_name  # noqa: E402  (benchmarks/machine.py, beside this script)
 
 from keras_transformer import TransformerConfig, build_transformer  # noqa: E402
 from keras_transformer.decoding import beam_search, incremental_decoder, sample  # noqa: E402
@@ -122,9 +123,7 @@ def per_step_times(model, config, args):
 
 
 def environment(argv):
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())  # fmt: skip
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
             "tensorflow": tf.__version__, "keras": keras.__version__,
             "command": " ".join(["python", "benchmarks/decode_benchmark.py", *argv])}  # fmt: skip
 

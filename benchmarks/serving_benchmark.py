@@ -28,6 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402
+from machine import cpu_name  # noqa: E402  (benchmarks/machine.py, beside this script)
 
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
@@ -46,15 +47,6 @@ def export_dir_for(args, workdir: str) -> str:
     return export_savedmodel(
         model_dir, workdir, search=SearchOptions(beam_size=args.beam_size), n_best=1
     )
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        return names[0] if names else platform.processor()
-    except OSError:
-        return platform.processor()
 
 
 def measure(call, sentences: list[str], batch: int, iterations: int, warmup: int = 2) -> dict:

@@ -342,14 +342,20 @@ class TrainingConfig:
     freeze: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("train_steps", "vocab_size", "batch_tokens", "accumulate_steps"):
+        for name in (
+            "train_steps",
+            "vocab_size",
+            "batch_tokens",
+            "accumulate_steps",
+            "max_length",
+            "warmup_steps",
+            "steps_per_epoch",
+            "checkpoint_every_steps",
+            "keep_checkpoints",
+            "average_last",
+            "log_every_steps",
+        ):
             _check_positive_int(name, getattr(self, name))
-        for name in ("max_length", "warmup_steps"):
-            _check_positive_int(name, getattr(self, name))
-        for name in ("steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints"):
-            _check_positive_int(name, getattr(self, name))
-        _check_positive_int("average_last", self.average_last)
-        _check_positive_int("log_every_steps", self.log_every_steps)
         if self.strategy not in STRATEGIES:
             raise ValueError(
                 f"strategy must be one of {STRATEGIES}. Received: strategy={self.strategy!r}"

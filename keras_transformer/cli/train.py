@@ -118,9 +118,16 @@ CHOICES = {
     "freeze": FREEZE_CHOICES,
 }
 # Fields whose default is None: the type of a value given on the command line (else int).
-OPTIONAL_TYPES = {"dropout": float, "norm_position": str, "data_dir": str}
-OPTIONAL_TYPES.update(dev_dataset=str, test_dataset=str)
-OPTIONAL_TYPES.update(init_from=str, vocab=str, freeze=str)
+OPTIONAL_TYPES = {
+    "dropout": float,
+    "norm_position": str,
+    "data_dir": str,
+    "dev_dataset": str,
+    "test_dataset": str,
+    "init_from": str,
+    "vocab": str,
+    "freeze": str,
+}
 # --SPLIT-source/--SPLIT-target F: `text:SOURCE,TARGET` as the value of this field.
 FILE_PAIR_FIELDS = {"train": "dataset", "dev": "dev_dataset", "test": "test_dataset"}
 

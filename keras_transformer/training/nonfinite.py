@@ -23,6 +23,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.config import _check_positive_int
 from keras_transformer.training.errors import NonFiniteLossError
 
 logger = logging.getLogger("keras_transformer")
@@ -67,12 +68,11 @@ class SkipNonFiniteAdam(keras.optimizers.Adam):
 
     def __init__(self, *args, accumulate_steps: int = 1, **kwargs):
         super().__init__(*args, **kwargs)
-        if isinstance(accumulate_steps, bool) or not isinstance(accumulate_steps, int):
-            accumulate_steps = -1
-        if accumulate_steps < 1 or self.gradient_accumulation_steps:
+        _check_positive_int("accumulate_steps", accumulate_steps)
+        if self.gradient_accumulation_steps:
             raise ValueError(
-                "accumulate_steps must be an int >= 1, without gradient_accumulation_steps. "
-                f"Received: accumulate_steps={accumulate_steps!r}, "
+                "SkipNonFiniteAdam accumulates with accumulate_steps, not Keras' "
+                "gradient_accumulation_steps. Received: "
                 f"gradient_accumulation_steps={self.gradient_accumulation_steps!r}"
             )
         self.accumulate_steps = accumulate_steps

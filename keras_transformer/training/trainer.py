@@ -69,19 +69,26 @@ def prepare_tokenizer(cfg: TrainingConfig, chief: bool = True) -> SubwordTokeniz
     path = artifacts.path(cfg.model_dir, artifacts.TOKENIZER_FILE)
     if not os.path.exists(path) and not chief:
         wait_for_file(path)
-    elif not os.path.exists(path) and warm_start.vocabulary_source(cfg):
-        warm_start.copy_vocabulary(warm_start.vocabulary_source(cfg), path)
     elif not os.path.exists(path):
-
-        def sentences():
-            for source, target in corpus.read_split(cfg, "train", limit=TOKENIZER_SENTENCES):
-                yield source
-                yield target
-
-        partial = os.path.join(cfg.model_dir, f".partial-{os.getpid()}-spm.model")
-        train_sentencepiece(sentences(), partial, vocab_size=cfg.vocab_size)
-        os.replace(partial, path)
+        existing = warm_start.vocabulary_source(cfg)
+        if existing:
+            warm_start.copy_vocabulary(existing, path)
+        else:
+            _train_vocabulary(cfg, path)
     return SubwordTokenizer.from_file(path)
+
+
+def _train_vocabulary(cfg: TrainingConfig, path: str) -> None:
+    """SentencePiece BPE on both sides of the training split, written atomically to `path`."""
+
+    def sentences():
+        for source, target in corpus.read_split(cfg, "train", limit=TOKENIZER_SENTENCES):
+            yield source
+            yield target
+
+    partial = os.path.join(cfg.model_dir, f".partial-{os.getpid()}-spm.model")
+    train_sentencepiece(sentences(), partial, vocab_size=cfg.vocab_size)
+    os.replace(partial, path)
 
 
 def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingConfig) -> None:
