@@ -81,6 +81,29 @@ def test_loss_equals_numpy_reference_with_smoothing_and_padding(eps):
     np.testing.assert_allclose(float(loss(labels, changed)), got, rtol=1e-6)
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_loss_gradient_is_softmax_minus_smoothed_target(eps):
+    """d loss / d logits = (softmax(z) - q) * mask / n_real, q the smoothed one-hot (NumPy)."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(2, 4, 9)).astype("float32") * 4
+    labels = rng.integers(1, 9, size=(2, 4))
+    labels[1, 2:] = PAD_ID
+    loss = MaskedLabelSmoothedCrossEntropy(label_smoothing=eps, pad_id=PAD_ID)
+    z = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(z)
+        value = loss(labels, z)
+    grad = tape.gradient(value, z).numpy()
+    z64 = logits.astype(np.float64)
+    softmax = np.exp(z64 - z64.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    target = np.eye(9)[labels] * (1 - eps) + eps / 9
+    mask = (labels != PAD_ID)[..., None]
+    np.testing.assert_allclose(grad, (softmax - target) * mask / mask.sum(), atol=1e-6)
+
+
 def test_metrics_equal_numpy_reference():
     rng = np.random.default_rng(1)
     logits = rng.normal(size=(2, 6, 7)).astype("float32")

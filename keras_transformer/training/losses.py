@@ -7,16 +7,21 @@ import keras
 from keras import ops
 
 
-def _log_probs_and_mask(y_true, y_pred, pad_id):
+def _labels_logits_and_mask(y_true, y_pred, pad_id):
     labels = ops.cast(y_true, "int32")  # (batch, tgt_len)
-    log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)  # (b, len, vocab)
+    logits = ops.cast(y_pred, "float32")  # (batch, tgt_len, vocab)
     mask = ops.cast(ops.not_equal(labels, pad_id), "float32")  # (batch, tgt_len)
-    return labels, log_probs, mask
+    return labels, logits, mask
 
 
-def _token_nll(labels, log_probs):
-    picked = ops.take_along_axis(log_probs, ops.expand_dims(labels, -1), axis=-1)
-    return -ops.squeeze(picked, -1)  # (batch, tgt_len)
+def _label_logit(labels, logits):
+    picked = ops.take_along_axis(logits, ops.expand_dims(labels, -1), axis=-1)
+    return ops.squeeze(picked, -1)  # (batch, tgt_len): z_y
+
+
+def _token_nll(labels, logits):
+    """-log p_y = logsumexp(z) - z_y, without the (batch, len, vocab) log-softmax."""
+    return ops.logsumexp(logits, axis=-1) - _label_logit(labels, logits)  # (batch, tgt_len)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -28,9 +33,12 @@ class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
 
         loss = (1 - eps) * (-log p_y) + eps * mean_v(-log p_v)
 
-    It never builds the (batch, len, vocab) one-hot tensor. Positions whose label is `pad_id`
-    contribute nothing; the result is sum(loss * mask) / sum(mask) per replica (Keras then
-    divides by the number of replicas under tf.distribute, as for its own losses).
+    With z the logits and lse = logsumexp(z) this is lse - (1 - eps) z_y - eps mean_v(z_v): it
+    builds neither the (batch, len, vocab) one-hot tensor nor the log-softmax, only reductions
+    over the vocabulary (the log-softmax is a pass over the largest tensor of the step).
+    Positions whose label is `pad_id` contribute nothing; the result is
+    sum(loss * mask) / sum(mask) per replica (Keras then divides by the number of replicas under
+    tf.distribute, as for its own losses).
 
     Args:
         label_smoothing: eps (paper: 0.1).
@@ -45,9 +53,11 @@ class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
         self.pad_id = pad_id
 
     def call(self, y_true, y_pred):
-        labels, log_probs, mask = _log_probs_and_mask(y_true, y_pred, self.pad_id)
+        labels, logits, mask = _labels_logits_and_mask(y_true, y_pred, self.pad_id)
         eps = self.label_smoothing
-        loss = (1.0 - eps) * _token_nll(labels, log_probs) - eps * ops.mean(log_probs, axis=-1)
+        lse = ops.logsumexp(logits, axis=-1)  # (batch, tgt_len)
+        mean_logit = ops.mean(logits, axis=-1)  # (batch, tgt_len)
+        loss = lse - (1.0 - eps) * _label_logit(labels, logits) - eps * mean_logit
         # Keras' "sum_over_batch_size" divides by batch * len; weighting real tokens by
         # (batch * len) / n_real makes that the mean over real tokens.
         total = ops.cast(ops.size(mask), "float32")
@@ -69,12 +79,12 @@ class _MaskedTokenMetric(keras.metrics.Metric):
         self.total = self.add_variable(shape=(), initializer="zeros", name="total")
         self.count = self.add_variable(shape=(), initializer="zeros", name="count")
 
-    def per_token(self, labels, log_probs):
+    def per_token(self, labels, logits):
         raise NotImplementedError
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        labels, log_probs, mask = _log_probs_and_mask(y_true, y_pred, self.pad_id)
-        self.total.assign_add(ops.sum(self.per_token(labels, log_probs) * mask))
+        labels, logits, mask = _labels_logits_and_mask(y_true, y_pred, self.pad_id)
+        self.total.assign_add(ops.sum(self.per_token(labels, logits) * mask))
         self.count.assign_add(ops.sum(mask))
 
     def reset_state(self):
@@ -92,8 +102,8 @@ class MaskedAccuracy(_MaskedTokenMetric):
     def __init__(self, pad_id: int = 0, name="accuracy", **kwargs):
         super().__init__(pad_id=pad_id, name=name, **kwargs)
 
-    def per_token(self, labels, log_probs):
-        predicted = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+    def per_token(self, labels, logits):
+        predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")  # argmax z = argmax p
         return ops.cast(ops.equal(predicted, labels), "float32")
 
     def result(self):
@@ -107,8 +117,8 @@ class Perplexity(_MaskedTokenMetric):
     def __init__(self, pad_id: int = 0, name="perplexity", **kwargs):
         super().__init__(pad_id=pad_id, name=name, **kwargs)
 
-    def per_token(self, labels, log_probs):
-        return _token_nll(labels, log_probs)
+    def per_token(self, labels, logits):
+        return _token_nll(labels, logits)
 
     def result(self):
         return ops.exp(ops.divide_no_nan(self.total, self.count))

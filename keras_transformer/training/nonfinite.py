@@ -25,6 +25,7 @@ from keras import ops
 
 from keras_transformer.config import _check_positive_int
 from keras_transformer.training.errors import NonFiniteLossError
+from keras_transformer.training.fused_adam import FusedAdam
 
 logger = logging.getLogger("keras_transformer")
 
@@ -41,8 +42,9 @@ def _any_replica(flag):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class SkipNonFiniteAdam(keras.optimizers.Adam):
-    """Adam that does not apply a step whose gradients are not all finite.
+class SkipNonFiniteAdam(FusedAdam):
+    """Adam (fused, see `FusedAdam`) that does not apply a step whose gradients are not all
+    finite.
 
     Same arguments as `keras.optimizers.Adam`, plus `accumulate_steps` (see below). A skipped
     step leaves weights and moments as
