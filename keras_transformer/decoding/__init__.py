@@ -3,7 +3,10 @@ translation of ids and strings, teacher-forced scoring and BLEU evaluation (Tens
 ops)."""
 
 from keras_transformer.decoding.beam_search import beam_search, length_penalty, tile_beams
-from keras_transformer.decoding.incremental import incremental_decoder
+from keras_transformer.decoding.incremental import (
+    incremental_decoder,
+    incremental_decoder_with_shared,
+)
 from keras_transformer.decoding.sampling import filter_logits, sample, top_k_filter, top_p_filter
 from keras_transformer.decoding.scoring import score_ids, score_pairs
 from keras_transformer.decoding.translator import Translator, translate_ids
@@ -13,6 +16,7 @@ __all__ = [
     "beam_search",
     "filter_logits",
     "incremental_decoder",
+    "incremental_decoder_with_shared",
     "length_penalty",
     "sample",
     "score_ids",

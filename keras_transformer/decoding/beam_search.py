@@ -15,8 +15,27 @@ token and the updated cache. Rows are batch-major: row `b * beam_size + k` is be
 Cache layout. Only per-hypothesis state (the decoder self-attention keys/values) belongs in
 `cache`: it is reordered with one `tf.gather` over the batch*beam axis whenever beams are
 re-ranked. State shared by all beams of one source (encoder memory, encoder-decoder keys/values,
-the memory mask) should be tiled once with `tile_beams` and captured by `symbols_to_logits_fn`;
-it is never gathered, because every beam of an item sees the same rows.
+the memory mask) is never reordered, because every beam of an item sees the same rows. Pass it
+as `shared`, a nest of per-item `(batch, ...)` tensors: the search tiles it once with
+`tile_beams` and calls
+
+    logits, new_cache = symbols_to_logits_fn(ids, step, cache, shared)
+
+with `shared` `(batch * beam, ...)`, unchanged from step to step. (The three-argument form
+captures such state in its closure, tiled by the caller; the search then cannot shrink.)
+
+Shrinking (growing mode, on by default with `shared`). An item whose `n_best` hypotheses are
+settled (it reached its limit, or with `stop_early` no live beam can beat them: the test that
+ends the search when it holds for every item) gains nothing from more steps. Once at least
+`shrink_threshold` of the live items are settled (0: at every settled item), their rows are
+dropped from the live state: ids, log-probabilities, finished slots and limits, the cache (in
+the same gather as the beam reorder) and `shared` (one gather of every tensor in it, which is
+why it is not done at every step). Their results go to full-batch outputs at their original
+index (`tf.tensor_scatter_nd_update`); the live rows keep their order and `ids`, `cache` and
+`shared` hold only them, so the step function sees `(active * beam, ...)` rows with `active`
+falling as items finish. A dropped item's hypotheses could not have changed, so shrinking
+returns the same ids and scores (tests/test_shrinking.py). With `padded_decode` the shapes stay
+static and nothing is dropped.
 
 Scores. A hypothesis y of length |y| (generated tokens, EOS included, the initial id excluded)
 scores
@@ -53,26 +72,41 @@ import tensorflow as tf
 
 from keras_transformer.decoding.loop import (
     NEG_INF,
+    SHRINK_THRESHOLD,
     SymbolsToLogitsFn,
+    bind_shared,
+    check_shrink_threshold,
     free_last_axis,
+    gather_rows,
     growing_shape,
+    initial_outputs,
     length_limits,
+    outputs_shape,
+    row_index,
     run_loop,
+    should_compact,
+    shrinking_cache_shape,
+    shrinking_shape,
     start_ids,
+    store,
     write_token,
 )
 
 
 class BeamState(NamedTuple):
     """The `tf.while_loop` state. `length` is `step + 1` (growing) or `max_decode_length + 1`
-    (padded); position 0 of the ids holds the initial id."""
+    (padded); position 0 of the ids holds the initial id. `active` is the batch, or when
+    shrinking the items not dropped yet."""
 
     step: tf.Tensor  # int32: () tokens generated so far
-    alive_ids: tf.Tensor  # int32: (batch, beam, length)
-    alive_log_probs: tf.Tensor  # float32: (batch, beam); -inf for dead beams
-    alive_cache: Any  # nest of (batch * beam, ...) tensors
-    finished_ids: tf.Tensor  # int32: (batch, beam, length); pad_id after EOS
-    finished_scores: tf.Tensor  # float32: (batch, beam) log P / lp(len), descending; -inf = empty
+    alive_ids: tf.Tensor  # int32: (active, beam, length)
+    alive_log_probs: tf.Tensor  # float32: (active, beam); -inf for dead beams
+    alive_cache: Any  # nest of (active * beam, ...) tensors
+    finished_ids: tf.Tensor  # int32: (active, beam, length); pad_id after EOS
+    finished_scores: tf.Tensor  # float32: (active, beam) log P / lp(len), descending; -inf = empty
+    limits: tf.Tensor  # int32: (active,) per-item length limits
+    shared: Any  # shrinking: nest of (active * beam, ...) per-item tensors; else ()
+    outputs: Any  # shrinking: Outputs, ids (batch, n_best, out_length), scores (batch, n_best)
 
 
 def length_penalty(length, alpha: float) -> tf.Tensor:
@@ -90,48 +124,53 @@ def _flatten_beams(tensor) -> tf.Tensor:
     return tf.reshape(tensor, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))
 
 
-class _Search:
-    """One beam search; `step_fn` is the `tf.while_loop` body."""
+def _beam_rows(items, beam_size: int) -> tf.Tensor:
+    """Rows of items `(n,)` in a batch-major `(active * beam, ...)` tensor -> `(n * beam,)`."""
+    return tf.reshape(items[:, None] * beam_size + tf.range(beam_size), [-1])
 
-    def __init__(self, fn, vocab_size, beam_size, alpha, limits, max_len, eos_id, pad_id,
-                 padded, stop_early, n_best):  # fmt: skip
+
+class _Search:
+    """One beam search; `step_fn` is the `tf.while_loop` body. `fn` takes
+    `(ids, step, cache, state.shared)` (see `loop.bind_shared`)."""
+
+    def __init__(self, fn, vocab_size, beam_size, alpha, max_len, eos_id, pad_id, padded,
+                 stop_early, n_best, shrink, threshold):  # fmt: skip
         self.fn, self.vocab_size, self.beam_size, self.alpha = fn, vocab_size, beam_size, alpha
-        self.limits, self.max_len = limits, max_len  # int32: (batch,), ()
-        self.eos_id, self.pad_id, self.padded = eos_id, pad_id, padded
+        self.max_len, self.eos_id, self.pad_id, self.padded = max_len, eos_id, pad_id, padded
         self.stop_early, self.n_best = stop_early, n_best
+        self.shrink, self.threshold = shrink, threshold
 
     def extend(self, state: BeamState):
         """Score every extension and keep the 2 * beam best: their log-probabilities, ids,
-        source beams and new tokens, all `(batch, 2 * beam, ...)`, and the new cache."""
-        batch = tf.shape(state.alive_ids)[0]
-        flat_ids = _flatten_beams(state.alive_ids)  # -> (batch * beam, length)
-        logits, new_cache = self.fn(flat_ids, state.step, state.alive_cache)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))  # (batch * beam, vocab)
-        log_probs = tf.reshape(log_probs, [batch, self.beam_size, self.vocab_size])
-        candidates = state.alive_log_probs[:, :, None] + log_probs  # (batch, beam, vocab)
-        candidates = tf.reshape(candidates, [batch, self.beam_size * self.vocab_size])
+        source beams and new tokens, all `(active, 2 * beam, ...)`, and the new cache."""
+        active = tf.shape(state.alive_ids)[0]
+        flat_ids = _flatten_beams(state.alive_ids)  # -> (active * beam, length)
+        logits, new_cache = self.fn(flat_ids, state.step, state.alive_cache, state.shared)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))  # (active * beam, vocab)
+        log_probs = tf.reshape(log_probs, [active, self.beam_size, self.vocab_size])
+        candidates = state.alive_log_probs[:, :, None] + log_probs  # (active, beam, vocab)
+        candidates = tf.reshape(candidates, [active, self.beam_size * self.vocab_size])
         topk_log_probs, topk_index = tf.math.top_k(candidates, k=2 * self.beam_size)
-        topk_beam = topk_index // self.vocab_size  # int32: (batch, 2 * beam)
-        topk_tokens = topk_index % self.vocab_size  # int32: (batch, 2 * beam)
-        topk_ids = tf.gather(state.alive_ids, topk_beam, batch_dims=1)  # (b, 2beam, length)
+        topk_beam = topk_index // self.vocab_size  # int32: (active, 2 * beam)
+        topk_tokens = topk_index % self.vocab_size  # int32: (active, 2 * beam)
+        topk_ids = tf.gather(state.alive_ids, topk_beam, batch_dims=1)  # (a, 2beam, length)
         topk_ids = write_token(topk_ids, topk_tokens, state.step + 1, self.padded, self.pad_id)
         return topk_log_probs, topk_ids, topk_beam, topk_tokens, new_cache
 
-    def step_fn(self, state: BeamState) -> BeamState:
+    def advance(self, state: BeamState):
+        """One step: the new state with its cache left out (`()`), the new cache in the old
+        row order, and the source row `(active, beam)` of every new live beam in it."""
         topk_log_probs, topk_ids, topk_beam, topk_tokens, new_cache = self.extend(state)
         length = state.step + 1  # generated tokens of every candidate, EOS included
-        limits = self.limits[:, None]  # (batch, 1)
-        ends = tf.equal(topk_tokens, self.eos_id) | (length >= limits)  # (batch, 2 * beam)
+        limits = state.limits[:, None]  # (active, 1)
+        ends = tf.equal(topk_tokens, self.eos_id) | (length >= limits)  # (active, 2 * beam)
         # Alive: the `beam` best candidates that did not end.
         alive_scores = tf.where(ends, NEG_INF, topk_log_probs)
         alive_log_probs, alive_pos = tf.math.top_k(alive_scores, k=self.beam_size)
-        alive_ids = tf.gather(topk_ids, alive_pos, batch_dims=1)  # (batch, beam, length)
-        source_beam = tf.gather(topk_beam, alive_pos, batch_dims=1)  # (batch, beam)
-        batch = tf.shape(source_beam)[0]
-        rows = tf.reshape(source_beam + tf.range(batch)[:, None] * self.beam_size, [-1])
-        alive_cache = tf.nest.map_structure(
-            lambda t: tf.gather(t, rows, axis=0), new_cache
-        )  # each: (batch * beam, ...) reordered
+        alive_ids = tf.gather(topk_ids, alive_pos, batch_dims=1)  # (active, beam, length)
+        source_beam = tf.gather(topk_beam, alive_pos, batch_dims=1)  # (active, beam)
+        active = tf.shape(source_beam)[0]
+        rows = source_beam + tf.range(active)[:, None] * self.beam_size  # (active, beam)
         # Finished: the candidates that ended (within their limit) among the `beam` best
         # (fairseq: an EOS outside them finishes nothing) are merged into the slots.
         in_beam = tf.range(2 * self.beam_size) < self.beam_size  # (2 * beam,)
@@ -139,35 +178,86 @@ class _Search:
         new_scores = tf.where(finishes, topk_log_probs / length_penalty(length, self.alpha),
                               NEG_INF)  # fmt: skip
         old_ids = state.finished_ids
-        if not self.padded:  # -> (batch, beam, length + 1)
+        if not self.padded:  # -> (active, beam, length + 1)
             old_ids = tf.pad(old_ids, [[0, 0], [0, 0], [0, 1]], constant_values=self.pad_id)
-        all_scores = tf.concat([state.finished_scores, new_scores], 1)  # (batch, 3 * beam)
-        all_ids = tf.concat([old_ids, topk_ids], 1)  # (batch, 3 * beam, length)
+        all_scores = tf.concat([state.finished_scores, new_scores], 1)  # (active, 3 * beam)
+        all_ids = tf.concat([old_ids, topk_ids], 1)  # (active, 3 * beam, length)
         finished_scores, pos = tf.math.top_k(all_scores, k=self.beam_size)  # old ones win ties
-        return BeamState(
+        new_state = state._replace(
             step=length,
             alive_ids=alive_ids,
             alive_log_probs=alive_log_probs,
-            alive_cache=alive_cache,
+            alive_cache=(),
             finished_ids=tf.gather(all_ids, pos, batch_dims=1),
             finished_scores=finished_scores,
         )
+        return new_state, new_cache, rows
+
+    def step_fn(self, state: BeamState) -> BeamState:
+        new_state, new_cache, rows = self.advance(state)
+        if not self.shrink:
+            rows = tf.reshape(rows, [-1])  # -> (batch * beam,)
+            return new_state._replace(alive_cache=gather_rows(new_cache, rows))
+        done = self.item_done(new_state)  # (active,)
+        compact = should_compact(done, self.threshold)
+        keep = tf.logical_not(done) | tf.logical_not(compact)  # (active,)
+        # The beam reorder drops the dropped items' cache rows in the same gather.
+        rows = tf.reshape(tf.gather(rows, row_index(keep)), [-1])  # -> (kept * beam,)
+        new_state = tf.cond(
+            compact, lambda: self.drop(new_state, keep), lambda: new_state
+        )  # fields: (kept, ...)
+        return new_state._replace(alive_cache=gather_rows(new_cache, rows))
+
+    def drop(self, state: BeamState, keep) -> BeamState:
+        """Store the results of the items not in `keep` (bool `(active,)`) and drop their
+        rows (all fields but the cache); the kept rows keep their order."""
+        gone, kept = row_index(tf.logical_not(keep)), row_index(keep)  # (gone,), (kept,)
+        outputs = store(
+            state.outputs, gone,
+            tf.gather(state.finished_ids, gone)[:, : self.n_best],  # (gone, n_best, length)
+            tf.gather(state.finished_scores, gone)[:, : self.n_best],  # (gone, n_best)
+            self.pad_id,
+        )  # fmt: skip
+        return state._replace(
+            alive_ids=tf.gather(state.alive_ids, kept),  # (kept, beam, length)
+            alive_log_probs=tf.gather(state.alive_log_probs, kept),  # (kept, beam)
+            finished_ids=tf.gather(state.finished_ids, kept),  # (kept, beam, length)
+            finished_scores=tf.gather(state.finished_scores, kept),  # (kept, beam)
+            limits=tf.gather(state.limits, kept),  # (kept,)
+            shared=gather_rows(state.shared, _beam_rows(kept, self.beam_size)),
+            outputs=outputs._replace(items=tf.gather(outputs.items, kept)),  # (kept,)
+        )
+
+    def item_done(self, state: BeamState) -> tf.Tensor:
+        """bool `(active,)`: the item reached its limit or (with stop_early) cannot improve
+        its `n_best` hypotheses any more (then later steps never change them)."""
+        done = state.step >= state.limits  # (active,)
+        if self.stop_early:
+            if self.alpha >= 0:
+                best_penalty = length_penalty(state.limits, self.alpha)  # largest lp ahead
+            else:
+                best_penalty = length_penalty(state.step + 1, self.alpha)
+            best_alive = state.alive_log_probs[:, 0] / best_penalty  # (active,)
+            worst_kept = state.finished_scores[:, self.n_best - 1]  # (active,)
+            done = done | (worst_kept > best_alive)
+        return done
 
     def keep_going(self, state: BeamState) -> tf.Tensor:
         """False once every item reached its limit or (with stop_early) cannot improve."""
-        done = state.step >= self.limits  # (batch,)
-        if self.stop_early:
-            if self.alpha >= 0:
-                best_penalty = length_penalty(self.limits, self.alpha)  # largest lp ahead
-            else:
-                best_penalty = length_penalty(state.step + 1, self.alpha)
-            best_alive = state.alive_log_probs[:, 0] / best_penalty  # (batch,)
-            worst_kept = state.finished_scores[:, self.n_best - 1]  # (batch,)
-            done = done | (worst_kept > best_alive)
-        return (state.step < self.max_len) & tf.logical_not(tf.reduce_all(done))
+        return (state.step < self.max_len) & tf.logical_not(tf.reduce_all(self.item_done(state)))
+
+    def results(self, state: BeamState) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(ids (batch, n_best, length), scores (batch, n_best))` of the final state."""
+        ids = state.finished_ids[:, : self.n_best]  # (active, n_best, length)
+        scores = state.finished_scores[:, : self.n_best]  # (active, n_best)
+        if not self.shrink:
+            return ids, scores
+        outputs = store(state.outputs, tf.range(tf.shape(ids)[0]), ids, scores, self.pad_id)
+        return outputs.ids, outputs.scores
 
 
-def _initial_state(initial_ids, initial_cache, beam_size, max_len, padded, pad_id) -> BeamState:
+def _initial_state(initial_ids, initial_cache, limits, shared, beam_size, max_len, padded,
+                   pad_id, outputs) -> BeamState:  # fmt: skip
     batch = tf.shape(initial_ids)[0]
     ids = tf.tile(tf.cast(initial_ids, tf.int32)[:, None, None], [1, beam_size, 1])  # (b, k, 1)
     ids = start_ids(ids, max_len, padded, pad_id)  # padded: -> (batch, beam, max_len + 1)
@@ -179,6 +269,9 @@ def _initial_state(initial_ids, initial_cache, beam_size, max_len, padded, pad_i
         alive_cache=tf.nest.map_structure(lambda t: tile_beams(t, beam_size), initial_cache),
         finished_ids=tf.fill(tf.shape(ids), tf.constant(pad_id, tf.int32)),
         finished_scores=tf.fill([batch, beam_size], NEG_INF),
+        limits=limits,
+        shared=shared,
+        outputs=outputs,
     )
 
 
@@ -210,6 +303,9 @@ def beam_search(
     n_best: int = 1,
     stop_early: bool = True,
     pad_id: int = 0,
+    shared=None,
+    shrink: bool | None = None,
+    shrink_threshold: float = SHRINK_THRESHOLD,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Batched beam search; see the module docstring for the protocol and the scores.
 
@@ -217,7 +313,8 @@ def beam_search(
     `jit_compile=True`. Only stock TensorFlow ops: exportable to a SavedModel for TF Serving.
 
     Args:
-        symbols_to_logits_fn: `(ids, step, cache) -> (logits, new_cache)` as described above.
+        symbols_to_logits_fn: `(ids, step, cache) -> (logits, new_cache)`, or with `shared`
+            `(ids, step, cache, shared) -> (logits, new_cache)`, as described above.
         initial_ids: int `(batch,)`, the first token of every hypothesis (BOS).
         initial_cache: nest of per-item `(batch, ...)` tensors (or an empty structure); tiled
             here to `(batch * beam, ...)` and reordered with the beams.
@@ -235,24 +332,53 @@ def beam_search(
             them are settled.
         stop_early: stop an item once no live beam can beat its `n_best`-th finished one.
         pad_id: fills the ids after EOS.
+        shared: optional nest of per-item `(batch, ...)` tensors the step function reads but
+            never changes (encoder-decoder keys/values, memory mask): tiled here to
+            `(batch * beam, ...)` once, never reordered by beam, passed as the fourth argument.
+        shrink: drop the rows of finished items (growing mode only; ignored with
+            `padded_decode`). Default: when `shared` is given. With `shared` None, True
+            promises that the step function holds no per-item state outside `cache`.
+        shrink_threshold: drop rows once at least this fraction of the live items has
+            finished since the last drop (0: at every finish).
 
     Returns:
         `(ids, scores)`: int32 `(batch, n_best, length + 1)` with the initial id at position 0
         and `pad_id` after EOS, where `length` is the number of steps run (growing mode) or
         `max_decode_length` (padded); float32 `(batch, n_best)` scores `log P / lp(len)`,
         descending. A slot with no hypothesis (only possible with a tiny vocabulary) scores
-        -inf.
+        -inf. Shrinking changes none of them.
     """
     _check_args(vocab_size, beam_size, n_best, alpha)
+    check_shrink_threshold(shrink_threshold)
+    shrink = (shared is not None if shrink is None else bool(shrink)) and not padded_decode
     initial_ids = tf.convert_to_tensor(initial_ids)
     max_len, limits = length_limits(initial_ids, max_decode_length, max_lengths)
-    search = _Search(symbols_to_logits_fn, vocab_size, beam_size, alpha, limits, max_len,
-                     eos_id, pad_id, padded_decode, stop_early, n_best)  # fmt: skip
-    state = _initial_state(initial_ids, initial_cache, beam_size, max_len, padded_decode, pad_id)
+    if shared is not None:  # -> (batch * beam, ...)
+        shared = tf.nest.map_structure(lambda t: tile_beams(t, beam_size), shared)
+    fn, state_shared = bind_shared(symbols_to_logits_fn, shared, carried=shrink)
+    outputs = ()
+    if shrink:
+        batch = tf.shape(initial_ids)[0]
+        outputs = initial_outputs(batch, [n_best, 1], [n_best], pad_id)
+    search = _Search(fn, vocab_size, beam_size, alpha, max_len, eos_id, pad_id, padded_decode,
+                     stop_early, n_best, shrink, shrink_threshold)  # fmt: skip
+    state = _initial_state(initial_ids, initial_cache, limits, state_shared, beam_size, max_len,
+                           padded_decode, pad_id, outputs)  # fmt: skip
     growing = dict(
         alive_ids=free_last_axis(state.alive_ids),
         alive_cache=tf.nest.map_structure(growing_shape, state.alive_cache),
         finished_ids=free_last_axis(state.finished_ids),
     )
+    if shrink:  # the item axis shrinks too
+        growing.update(
+            alive_ids=tf.TensorShape([None, beam_size, None]),
+            alive_log_probs=tf.TensorShape([None, beam_size]),
+            finished_ids=tf.TensorShape([None, beam_size, None]),
+            finished_scores=tf.TensorShape([None, beam_size]),
+            alive_cache=tf.nest.map_structure(shrinking_cache_shape, state.alive_cache),
+            limits=tf.TensorShape([None]),
+            shared=tf.nest.map_structure(shrinking_shape, state.shared),
+            outputs=outputs_shape(outputs),
+        )
     final = run_loop(search.keep_going, search.step_fn, state, padded_decode, growing, max_len)
-    return final.finished_ids[:, :n_best], final.finished_scores[:, :n_best]
+    return search.results(final)

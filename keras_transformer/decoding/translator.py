@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from keras_transformer.config import SearchOptions
 from keras_transformer.decoding.beam_search import beam_search, length_penalty
-from keras_transformer.decoding.incremental import incremental_decoder
+from keras_transformer.decoding.incremental import incremental_decoder_with_shared
 from keras_transformer.decoding.sampling import check_sampling_args, sample
 from keras_transformer.model import Transformer
 
@@ -79,10 +79,10 @@ def search_ids(
     limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
     # Static under XLA: computed from the (padded) source width, not from its values.
     max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
-    fn, cache = incremental_decoder(
-        model, memory, memory_mask, options.beam_size,
-        max_decode_length=max_len if options.padded_decode else None,
-    )  # fmt: skip
+    # Growing mode drops the rows of finished sources (their shared state included).
+    fn, cache, shared = incremental_decoder_with_shared(
+        model, memory, memory_mask, max_len if options.padded_decode else None
+    )
     ids, scores = beam_search(
         fn,
         tf.fill(tf.shape(source)[:1], config.bos_id),
@@ -97,6 +97,7 @@ def search_ids(
         n_best=options.n_best,
         stop_early=options.stop_early,
         pad_id=config.pad_id,
+        shared=shared,
     )
     return ids[:, :, 1:], scores  # drop BOS -> (batch, n_best, max_len)
 
@@ -130,15 +131,14 @@ def sample_ids(
     memory, memory_mask = model.encode(source)
     limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
     max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
-    fn, cache = incremental_decoder(
-        model, memory, memory_mask, 1,
-        max_decode_length=max_len if options.padded_decode else None,
-    )  # fmt: skip
+    fn, cache, shared = incremental_decoder_with_shared(
+        model, memory, memory_mask, max_len if options.padded_decode else None
+    )
     ids, log_probs = sample(
         fn, tf.fill(tf.shape(source)[:1], config.bos_id), cache, max_len, config.eos_id,
         method=method, top_k=top_k, top_p=top_p, temperature=temperature,
         seed=seed_pair(seed), padded_decode=options.padded_decode, max_lengths=limits,
-        pad_id=config.pad_id,
+        pad_id=config.pad_id, shared=shared,
     )  # fmt: skip
     ids = ids[:, 1:]  # drop BOS -> (batch, max_len)
     length = tf.reduce_sum(tf.cast(tf.not_equal(ids, config.pad_id), tf.int32), axis=1)

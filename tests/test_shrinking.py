@@ -1,0 +1,203 @@
+"""Shrinking decoding: dropping finished items' rows changes no id and no score.
+
+A toy step function whose items end at very different steps (some at step 2, others only at
+their length limit) reads per-hypothesis state from its cache and per-item state from
+`shared`, so a misordered or misaligned row changes the logits. Eagerly, it records the rows
+it sees per step, which must fall as items finish."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import TransformerConfig, build_transformer
+from keras_transformer.decoding import (
+    beam_search,
+    incremental_decoder,
+    incremental_decoder_with_shared,
+    sample,
+)
+
+BOS, PAD = 0, -1
+VOCAB, EOS, MAX_LEN = 7, 6, 12
+EARLY = (0, 3, 4)  # items that end at step 2; the others never emit EOS
+LIMITS = [12, 9, 12, 7, 12, 11]
+
+
+class MixedLengths:
+    """Random logits by (item, last token, step) plus the running sum of the prefix (kept in
+    the per-hypothesis cache); the item index and its EOS bias per step live in `shared`."""
+
+    def __init__(self, seed=0):
+        batch = len(LIMITS)
+        rng = np.random.default_rng(seed)
+        self.batch = batch
+        self.by_last = rng.standard_normal((batch, VOCAB, MAX_LEN + 1, VOCAB)).astype("f4")
+        eos_bias = np.full((batch, MAX_LEN + 1), -1e4, "f4")  # EOS impossible ...
+        eos_bias[list(EARLY), 1:] = 20.0  # ... but certain from step 1 for the early items
+        self.eos_bias = eos_bias
+        self.rows_seen = []  # eager calls: rows per step
+
+    def shared(self):
+        return {
+            "item": tf.range(self.batch),  # (batch,)
+            "eos_bias": tf.constant(self.eos_bias),  # (batch, max_len + 1)
+        }
+
+    def fn(self, ids, step, cache, shared):
+        self.rows_seen.append(int(ids.shape[0]) if tf.executing_eagerly() else None)
+        token = tf.maximum(tf.gather(ids, tf.reshape(step, [1]), axis=1)[:, 0], 0)  # (rows,)
+        total = cache["total"] + token  # (rows,)
+        steps = tf.fill(tf.shape(token), step)
+        logits = tf.gather_nd(self.by_last, tf.stack([shared["item"], token, steps], -1))
+        logits += 0.5 * tf.one_hot(total % VOCAB, VOCAB)  # depends on the whole prefix
+        eos = tf.gather(shared["eos_bias"], step, axis=1)  # (rows,)
+        logits += eos[:, None] * tf.one_hot(EOS, VOCAB)
+        return logits, {"total": total}
+
+    def initial_cache(self):
+        return {"total": tf.zeros([self.batch], tf.int32)}
+
+
+def _beam(toy, shrink, mode="graph", threshold=0.25, beam=3, **kwargs):
+    def run():
+        return beam_search(
+            toy.fn, tf.fill([toy.batch], BOS), toy.initial_cache(), VOCAB, beam,
+            0.6, MAX_LEN, EOS, max_lengths=tf.constant(LIMITS), pad_id=PAD,
+            shared=toy.shared(), shrink=shrink, shrink_threshold=threshold, **kwargs,
+        )  # fmt: skip
+
+    ids, scores = run() if mode == "eager" else tf.function(run)()
+    return ids.numpy(), scores.numpy()
+
+
+@pytest.mark.parametrize(
+    "n_best,stop_early,threshold", [(1, True, 0.25), (3, True, 0.0), (2, False, 1.0)]
+)
+def test_beam_search_shrinking_changes_nothing(n_best, stop_early, threshold):
+    toy = MixedLengths()
+    kwargs = dict(n_best=n_best, stop_early=stop_early)
+    want_ids, want_scores = _beam(toy, shrink=False, **kwargs)
+    ids, scores = _beam(toy, shrink=True, threshold=threshold, **kwargs)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_array_equal(scores, want_scores)
+    pad_ids, pad_scores = _beam(toy, shrink=None, padded_decode=True, **kwargs)  # no shrink
+    np.testing.assert_array_equal(pad_ids[:, :, : ids.shape[2]], ids)
+    np.testing.assert_allclose(pad_scores, scores, rtol=1e-6)
+    lengths = (ids[:, 0, 1:] != PAD).sum(-1)  # (batch,)
+    assert all(lengths[item] == 2 for item in EARLY) and ids.shape[2] == max(LIMITS) + 1
+
+
+def test_beam_search_rows_fall_as_items_finish():
+    beam = 2
+    toy = MixedLengths()
+    want_ids, want_scores = _beam(toy, shrink=False, mode="eager", beam=beam)
+    assert toy.rows_seen == [len(LIMITS) * beam] * max(LIMITS)  # no shrink: all rows, always
+    toy.rows_seen.clear()
+    ids, scores = _beam(toy, shrink=True, mode="eager", threshold=0.0, beam=beam)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_array_equal(scores, want_scores)
+    # After step 2 the early items are gone; then the others leave at their limits 7, 9, 11.
+    live = [6] * 2 + [3] * 7 + [2] * 2 + [1]
+    assert toy.rows_seen == [n * beam for n in live]
+
+
+def test_default_shrinks_only_with_shared_state():
+    toy = MixedLengths()
+    shared = toy.shared()
+
+    def closure_fn(ids, step, cache):  # per-item state captured: must not shrink
+        tiled = tf.nest.map_structure(lambda t: tf.repeat(t, 2, axis=0), shared)  # by beam
+        return toy.fn(ids, step, cache, tiled)
+
+    ids, scores = beam_search(closure_fn, tf.fill([toy.batch], BOS), toy.initial_cache(), VOCAB,
+                              2, 0.6, MAX_LEN, EOS, max_lengths=LIMITS, pad_id=PAD)  # fmt: skip
+    assert set(toy.rows_seen) == {len(LIMITS) * 2}
+    toy.rows_seen.clear()
+    shrunk = _beam(toy, shrink=None, mode="eager", threshold=0.0, beam=2)  # shared given
+    assert min(toy.rows_seen) == 2
+    np.testing.assert_array_equal(shrunk[0], ids.numpy())
+    np.testing.assert_array_equal(shrunk[1], scores.numpy())
+    with pytest.raises(ValueError, match="shrink_threshold"):
+        _beam(toy, shrink=True, threshold=1.5)
+
+
+GREEDY = dict(method="greedy")
+TOP_K = dict(method="sample", top_k=3, temperature=1.5)
+TOP_P = dict(method="top_p", top_p=0.9)
+
+
+@pytest.mark.parametrize(
+    "knobs,mode", [(GREEDY, "eager"), (TOP_K, "eager"), (TOP_P, "eager"), (TOP_K, "graph")]
+)
+def test_sampling_shrinking_changes_nothing(knobs, mode):
+    toy = MixedLengths(seed=1)
+
+    def run(shrink):
+        def decode():
+            return sample(
+                toy.fn, tf.fill([toy.batch], BOS), toy.initial_cache(), MAX_LEN, EOS,
+                seed=(3, 4), max_lengths=tf.constant(LIMITS), pad_id=PAD,
+                shared=toy.shared(), shrink=shrink, shrink_threshold=0.0, **knobs,
+            )  # fmt: skip
+
+        toy.rows_seen.clear()
+        ids, log_probs = decode() if mode == "eager" else tf.function(decode)()
+        return ids.numpy(), log_probs.numpy()
+
+    want_ids, want_log_probs = run(shrink=False)
+    ids, log_probs = run(shrink=True)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_array_equal(log_probs, want_log_probs)
+    assert all((ids[item, 1:] != PAD).sum() == 2 for item in EARLY)
+    if mode == "eager":
+        assert toy.rows_seen == [6] * 2 + [3] * 7 + [2] * 2 + [1]
+
+
+@pytest.fixture(scope="module")
+def model():
+    config = TransformerConfig.tiny(
+        48, num_layers=2, d_model=32, d_ff=64, num_heads=4, dropout=0.0, max_length=40
+    )
+    keras.utils.set_random_seed(1)
+    model = build_transformer(config)
+    eos = model.token_embedding.embeddings.numpy()[config.eos_id]  # end at varied lengths
+    model.decoder.layers[-1].feed_forward_norm.beta.assign(1.5 * eos / np.linalg.norm(eos))
+    return model
+
+
+def _sources(model, lengths):
+    config, rng = model.config, np.random.default_rng(0)
+    ids = np.zeros((len(lengths), max(lengths)), np.int32)
+    for row, n in enumerate(lengths):
+        ids[row, : n - 1] = rng.integers(4, config.vocab_size, n - 1)
+        ids[row, n - 1] = config.eos_id
+    return tf.constant(ids)
+
+
+LENGTHS = [3, 25, 1, 12, 2, 18]
+
+
+def test_model_search_matches_the_closure_decoder(model):
+    config, source = model.config, _sources(model, LENGTHS)
+    beam, n_best = 3, 2
+
+    @tf.function
+    def search(shrink):
+        memory, mask = model.encode(source)
+        limits = tf.minimum(tf.reduce_sum(tf.cast(source != 0, tf.int32), 1) + 8, 30)
+        args = (config.vocab_size, beam, 0.6, 30, config.eos_id)
+        kwargs = dict(max_lengths=limits, n_best=n_best, pad_id=config.pad_id)
+        if not shrink:  # the three-argument protocol, state in the closure
+            fn, cache = incremental_decoder(model, memory, mask, beam)
+            return beam_search(fn, tf.fill([len(LENGTHS)], config.bos_id), cache, *args, **kwargs)
+        fn, cache, shared = incremental_decoder_with_shared(model, memory, mask)
+        return beam_search(fn, tf.fill([len(LENGTHS)], config.bos_id), cache, *args,
+                           shared=shared, shrink_threshold=0.0, **kwargs)  # fmt: skip
+
+    want_ids, want_scores = search(False)
+    ids, scores = search(True)
+    np.testing.assert_array_equal(ids.numpy(), want_ids.numpy())
+    np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), rtol=1e-6, atol=1e-6)
+    lengths = (ids.numpy()[:, 0, 1:] != config.pad_id).sum(-1)
+    assert lengths.min() < lengths.max() - 5  # lengths really differ
