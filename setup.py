@@ -52,10 +52,21 @@ setup(
         # tests/test_backends.py; torch==2.13.0 is the CPU build that installs here (other
         # versions pull gigabytes of CUDA packages)
         "backends": ["jax", "torch==2.13.0"],
-        # benchmarks/model_garden_comparison.py: what `official.nlp.modeling` imports beyond
-        # ours. tf-models-official itself is not listed: 2.20.0 requires tensorflow~=2.20.0
-        # and tensorflow-text~=2.20.0, so it is installed apart with `pip install --no-deps
-        # tf-models-official==2.20.0` (benchmarks/README.md).
-        "bench": ["tf-keras>=2.21,<2.22", "gin-config>=0.5"],
+        # export/to_ctranslate2.py and tests/test_ctranslate2.py (.ci/run installs it)
+        "ctranslate2": ["ctranslate2>=4.5,<5", "sentencepiece"],
+        # The peers of benchmarks/run.py and model_garden_comparison.py, never needed by the
+        # package: tf-keras and gin-config (what `official.nlp.modeling` imports beyond ours),
+        # PyTorch (torch==2.13.0 installs the local CPU build here; other versions pull
+        # gigabytes of CUDA packages), CTranslate2 and transformers. tf-models-official itself
+        # is not listed: 2.20.0 requires tensorflow~=2.20.0 and tensorflow-text~=2.20.0, so
+        # it goes in apart with `pip install --no-deps tf-models-official==2.20.0`
+        # (benchmarks/README.md).
+        "bench": [
+            "tf-keras>=2.21,<2.22",
+            "gin-config>=0.5",
+            "torch==2.13.0",
+            "ctranslate2>=4.5",
+            "transformers",
+        ],
     },
 )

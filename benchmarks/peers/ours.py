@@ -1,0 +1,75 @@
+"""keras-transformer: training as `keras_transformer.training.trainer` compiles the model,
+decoding with our cached beam search, serving through the exported `serving_default`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from peers.spec import Spec, decode_sources, train_batch
+
+NAME = "keras-transformer"
+
+
+def build_model(spec: Spec, seed: int = 0):
+    """Our `Transformer` of `spec`'s sizes with random weights (decoding; CTranslate2's source)."""
+    import keras
+
+    from keras_transformer.model import build_transformer
+
+    keras.utils.set_random_seed(seed)
+    return build_transformer(spec.model_config())
+
+
+def make_train(spec: Spec):
+    """`(run(steps), parameters)`: `model.fit` steps with the pipeline's `compile_model`
+    (its optimizer, loss and metrics), on one fixed batch fed by `tf.data`."""
+    import tensorflow as tf
+
+    from keras_transformer.training.trainer import compile_model
+
+    model = build_model(spec)
+    compile_model(model, model.config, spec.training_config())
+    batch = train_batch(spec)
+    inputs = {"source": batch["source"], "target": batch["target"]}
+    data = tf.data.Dataset.from_tensors((inputs, batch["labels"])).repeat()
+
+    def run(steps: int) -> None:
+        model.fit(data, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0)
+
+    return run, model.count_params()
+
+
+def make_decode(spec: Spec, model):
+    """`(run() -> output lengths (batch,), parameters)`: beam search of exactly
+    `spec.out_length` tokens (EOS masked out), one `tf.function` as decode_benchmark.py's."""
+    import tensorflow as tf
+    from decode_benchmark import forced_search  # benchmarks/decode_benchmark.py
+
+    search = forced_search(model, model.config, spec.beam, spec.out_length)
+    source = tf.constant(decode_sources(spec))
+
+    def run() -> np.ndarray:
+        ids = search(source).numpy()[:, 0, 1:]  # best hypothesis -> (batch, out_length)
+        return (ids != model.config.pad_id).sum(axis=1)
+
+    return run, model.count_params()
+
+
+def make_serving(model_dir: str, workdir: str, beam: int, sentences: list[str], batches):
+    """{batch: run()} calling the exported `serving_default` signature on `sentences` in
+    order, `batch` at a time (every batch size translates the same sentences)."""
+    import tensorflow as tf
+
+    from keras_transformer.config import SearchOptions
+    from keras_transformer.serving.export import export_savedmodel
+
+    path = export_savedmodel(
+        model_dir, workdir, search=SearchOptions(beam_size=beam), n_best=1, check_ops=False
+    )
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+
+    def runner(batch: int):
+        chunks = [sentences[i : i + batch] for i in range(0, len(sentences), batch)]
+        return lambda: [signature(text=tf.constant(chunk)) for chunk in chunks]
+
+    return {batch: runner(batch) for batch in batches}

@@ -1,0 +1,93 @@
+"""`benchmarks/run.py` on tiny shapes (ours only), and the peers' models against ours: equal
+parameter counts are an independent check that every system does the same work."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+TINY = ["--config", "tiny", "--vocab-size", "200", "--batch", "4", "--length", "8",
+        "--steps", "2", "--repeats", "1"]  # fmt: skip
+CONFIGS = ("tiny", "quick")  # post-norm and pre-norm
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """benchmarks/run.py as a module, with benchmarks/ importable (`peers`, `machine`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(BENCHMARKS))
+        yield _load_runner()
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("bench_run", BENCHMARKS / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("workload", ["train", "decode"])
+def test_runner_reports_tokens_per_second(bench, workload, tmp_path, capsys):
+    path = tmp_path / "result.json"
+    bench.main(["--workload", workload, *TINY, "--json", str(path)])
+    result = json.loads(path.read_text())
+    assert result["workload"] == workload
+    assert list(result["tokens_per_s"]) == ["keras-transformer"]  # no --with-peers
+    rate = result["tokens_per_s"]["keras-transformer"]
+    assert isinstance(rate, float) and math.isfinite(rate) and rate > 0
+    assert result["machine"] and result["date"] and result["versions"]["tensorflow"]
+    assert result["command"].startswith(f"python benchmarks/run.py --workload {workload}")
+    assert "| keras-transformer | 1,414,144 |" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def our_counts(bench) -> dict[str, int]:
+    """Parameters of our model of the test sizes, by config (post-norm tiny, pre-norm quick)."""
+    from keras_transformer.model import build_transformer
+
+    return {c: build_transformer(_spec(c).model_config()).count_params() for c in CONFIGS}
+
+
+def _spec(config: str):
+    from peers.spec import Spec  # importable under the `bench` fixture
+
+    return Spec(config=config, vocab_size=200, length=8)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_pytorch_peer_has_our_parameter_count(bench, our_counts, config):
+    pytest.importorskip("torch")
+    from peers import pytorch_nmt
+
+    assert pytorch_nmt.count_params(_spec(config).model_config()) == our_counts[config]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_model_garden_peer_has_our_parameter_count(bench, our_counts, config):
+    pytest.importorskip("tf_keras")
+    pytest.importorskip("official.nlp.modeling.models")
+    from peers import model_garden
+
+    model_config = _spec(config).model_config()
+    # Model Garden ends each stack with a LayerNorm (gamma, beta) even after post-norm layers
+    extra = 0 if model_config.norm_position == "pre" else 2 * 2 * model_config.d_model
+    assert model_garden.build(model_config).count_params() == our_counts[config] + extra
+
+
+def test_ctranslate2_peer_decodes_exactly_the_forced_length(bench):
+    pytest.importorskip("ctranslate2")
+    from peers import ctranslate2_peer, ours
+    from peers.spec import Spec
+
+    if ctranslate2_peer.missing():
+        pytest.skip(ctranslate2_peer.missing())
+    spec = Spec(config="tiny", vocab_size=200, batch=3, length=8, out_length=11)
+    model = ours.build_model(spec)
+    for kind in ctranslate2_peer.COMPUTE_TYPES:
+        run, parameters = ctranslate2_peer.make_decode(spec, model, kind)
+        assert run().tolist() == [11, 11, 11] and parameters == model.count_params()
