@@ -26,10 +26,6 @@ import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# OpenMP threads (PyTorch, CTranslate2) that spin after each parallel region steal the cores
-# from the next system in this process, and on a loaded machine from themselves: PyTorch's
-# tiny steps ran 3-20x slower with the default active waiting on 2 shared cores.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from peers import DECODE, TRAIN, ours, report, workloads  # noqa: E402  (beside this script)
 from peers.spec import Spec  # noqa: E402

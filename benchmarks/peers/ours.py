@@ -49,8 +49,9 @@ def make_decode(spec: Spec, model):
     source = tf.constant(decode_sources(spec))
 
     def run() -> np.ndarray:
-        ids = search(source).numpy()[:, 0, 1:]  # best hypothesis -> (batch, out_length)
-        return (ids != model.config.pad_id).sum(axis=1)
+        ids = search(source).numpy()[:, 0, 1:]  # best hypothesis -> (batch, steps run)
+        ended = ids == model.config.eos_id  # PAD may be a word here: count up to EOS
+        return np.where(ended.any(axis=1), ended.argmax(axis=1) + 1, ids.shape[1])
 
     return run, model.count_params()
 

@@ -34,9 +34,10 @@ def environment(argv: list[str]) -> dict:
 
 def markdown(result: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
+    wait = result["omp_wait_policy"]
+    command = f"`{result['command']}`" + (f" with OMP_WAIT_POLICY={wait}" if wait else "")
     lines = [f"Machine: {result['machine']}", f"Versions: {versions}",
-             f"Date: {result['date']}", f"Command: `{result['command']}` "
-             f"(OMP_WAIT_POLICY={result['omp_wait_policy']})",
+             f"Date: {result['date']}", f"Command: {command}",
              f"Spec: {result['spec']}", ""]  # fmt: skip
     if result["workload"] == "scaling":
         lines += _scaling(result)
