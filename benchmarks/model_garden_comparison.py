@@ -24,6 +24,7 @@ import platform
 import time
 
 from machine import cpu_name  # benchmarks/machine.py, beside this script
+from peers import model_garden  # benchmarks/peers/, beside this script
 
 
 def _train_chunk(model, batches, to_inputs) -> float:
@@ -64,48 +65,23 @@ def _bleu(translate, pairs, batch_size=50) -> float:
 
 def build_systems(config, cfg):
     """(ours compiled as `train_wmt.py` compiles it, Model Garden's compiled the same way)."""
-    import tensorflow as tf
     import tf_keras
-    from official.nlp.modeling.models import seq2seq_transformer as mg
 
     from keras_transformer.model import build_transformer
     from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
-    from keras_transformer.training.schedule import TransformerSchedule
     from keras_transformer.training.trainer import compile_model
 
     ours = build_transformer(config)
     compile_model(ours, config, cfg)
-    stack = dict(
-        num_layers=config.num_layers, num_attention_heads=config.num_heads,
-        intermediate_size=config.d_ff, activation="relu", dropout_rate=config.dropout,
-        attention_dropout_rate=config.attention_dropout, use_bias=True,  # ours has biases
-        norm_first=config.norm_position == "pre", norm_epsilon=config.layer_norm_epsilon,
-        intermediate_dropout=config.dropout,
-    )  # fmt: skip
-    garden = mg.Seq2SeqTransformer(
-        vocab_size=config.vocab_size, embedding_width=config.d_model,
-        dropout_rate=config.dropout, extra_decode_length=50, beam_size=1, alpha=0.6,
-        encoder_layer=mg.TransformerEncoder(**stack), decoder_layer=mg.TransformerDecoder(**stack),
-        eos_id=config.eos_id,
-    )  # fmt: skip
-
-    class Schedule(tf_keras.optimizers.schedules.LearningRateSchedule):
-        """`TransformerSchedule` (its keras.ops are TF ops here) as a tf.keras schedule."""
-
-        def __init__(self):
-            self.formula = TransformerSchedule(
-                config.d_model, cfg.warmup_steps, cfg.learning_rate_scale
-            )
-
-        def __call__(self, step):
-            return self.formula(step)
-
+    garden = model_garden.build(config, beam_size=1, extra_decode_length=50, alpha=0.6)
+    schedule = model_garden.tf_keras_schedule(
+        config.d_model, cfg.warmup_steps, cfg.learning_rate_scale
+    )
     loss = MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=config.pad_id)
     garden.compile(
-        optimizer=tf_keras.optimizers.Adam(Schedule(), beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=tf_keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=lambda labels, logits: loss.call(labels, logits),  # tf.keras: mean over (b, len)
     )
-    garden({"inputs": tf.ones((1, 3), tf.int32), "targets": tf.ones((1, 3), tf.int32)})
     return ours, garden, loss
 
 
