@@ -56,8 +56,12 @@ class SharedEmbedding(keras.layers.Layer):
     def call(self, inputs, reverse=False):
         if reverse:
             kernel = ops.cast(self.embeddings, self.compute_dtype)
-            # (batch, seq_len, d_model) x (vocab, d_model)^T -> (batch, seq_len, vocab)
-            logits = ops.einsum("bld,vd->blv", inputs, kernel)
+            # One 2-D matrix product: "bld,vd->blv" as an einsum lowers to a broadcasting
+            # batched product on TensorFlow, about 3x slower forward plus backward on CPU.
+            leading = ops.shape(inputs)[:-1]
+            flat = ops.reshape(inputs, (-1, self.d_model))  # -> (batch * seq_len, d_model)
+            logits = ops.matmul(flat, ops.transpose(kernel))  # -> (batch * seq_len, vocab)
+            logits = ops.reshape(logits, (*leading, self.vocab_size))  # -> (batch, seq_len, vocab)
             return ops.cast(logits, "float32")
         ids = ops.cast(inputs, "int32")
         vectors = ops.take(self.embeddings, ids, axis=0)  # -> (batch, seq_len, d_model)
