@@ -8,6 +8,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402  (the backend must be chosen before Keras is imported)
 import pytest  # noqa: E402
 
+from keras_transformer import malloc  # noqa: E402
+
+malloc.keep_freed_memory()  # as every command does (keras_transformer.cli.common.run)
+
 
 @pytest.fixture(autouse=True)
 def _seeded_fresh_session():

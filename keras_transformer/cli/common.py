@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from keras_transformer import logging_utils
+from keras_transformer import logging_utils, malloc
 from keras_transformer.config import SearchOptions
 
 # Errors a user causes (a path that does not exist, a bad flag value, a missing extra): one
@@ -173,6 +173,7 @@ def run(
     """
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    malloc.keep_freed_memory()
     if tensorflow and not args.debug:
         logging_utils.import_tensorflow_quietly()
     logging_utils.setup_logging(logging.DEBUG if args.debug else logging.INFO)
