@@ -191,6 +191,9 @@ def main(argv=None) -> None:
     parser.add_argument("--trace-dir", default="", help="also write a TF profiler trace here")
     parser.add_argument("--json", default="", help="also write the result to this file")
     args = parser.parse_args(argv)
+    from keras_transformer import malloc
+
+    malloc.keep_freed_memory()  # as the commands and run.py do
     result = run(args)
     print(json.dumps(result))
     print(_table(result))

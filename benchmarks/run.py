@@ -30,6 +30,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from peers import DECODE, TRAIN, ours, report, workloads  # noqa: E402  (beside this script)
 from peers.spec import Spec  # noqa: E402
 
+from keras_transformer import malloc  # noqa: E402
+
 DEFAULTS = {"train": (32, 5), "decode": (32, 1), "scaling": (8, 1)}  # (batch, steps)
 DEFAULT_MODEL_DIR = "runs/sample_en_de"
 
@@ -56,6 +58,9 @@ def parse_args(argv):
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    # One process runs every system, so each gets the setting our commands use
+    # (KERAS_TRANSFORMER_MALLOC=default: glibc's own).
+    kept = malloc.keep_freed_memory()
     batch, steps = DEFAULTS[args.workload]
     spec = Spec(config=args.config, vocab_size=args.vocab_size, batch=args.batch or batch,
                 length=args.length, out_length=args.length, steps=args.steps or steps)  # fmt: skip
@@ -71,7 +76,8 @@ def main(argv=None) -> None:
             DEFAULT_MODEL_DIR if os.path.isdir(DEFAULT_MODEL_DIR) else None
         )
         result = workloads.scaling(spec, names, args.repeats, model_dir)
-    result.update(report.environment(argv), spec=vars(spec))
+    malloc_setting = "freed memory kept (keras_transformer.malloc)" if kept else "default"
+    result.update(report.environment(argv, malloc_setting), spec=vars(spec))
     print(report.markdown(result))
     if args.json:
         with open(args.json, "w") as f:

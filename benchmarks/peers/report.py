@@ -22,13 +22,14 @@ def _version(package: str) -> str | None:
         return None
 
 
-def environment(argv: list[str]) -> dict:
+def environment(argv: list[str], malloc_setting: str) -> dict:
     return {
         "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "versions": {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES}},
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "command": shlex.join(["python", "benchmarks/run.py", *argv]),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "malloc": malloc_setting,
     }
 
 
@@ -36,6 +37,7 @@ def markdown(result: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
     wait = result["omp_wait_policy"]
     command = f"`{result['command']}`" + (f" with OMP_WAIT_POLICY={wait}" if wait else "")
+    command += f", glibc malloc: {result['malloc']}"
     lines = [f"Machine: {result['machine']}", f"Versions: {versions}",
              f"Date: {result['date']}", f"Command: {command}",
              f"Spec: {result['spec']}", ""]  # fmt: skip
