@@ -14,6 +14,7 @@ PACKAGE = ROOT / "keras_transformer"
 RANKS = {
     "constants": 0,
     "logging_utils": 0,
+    "malloc": 0,
     "config": 1,
     "layers": 2,
     "model": 3,
