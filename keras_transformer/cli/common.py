@@ -173,11 +173,11 @@ def run(
     """
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    malloc.keep_freed_memory()
     if tensorflow and not args.debug:
         logging_utils.import_tensorflow_quietly()
     logging_utils.setup_logging(logging.DEBUG if args.debug else logging.INFO)
     try:
+        malloc.keep_freed_memory()  # before the command's first tensors
         return command(args)
     except USER_ERRORS as error:
         if args.debug:
