@@ -3,7 +3,7 @@
 TensorFlow allocates CPU tensors with the C library's `malloc`. With glibc's defaults every
 block above the mmap threshold (128 KiB, rising to at most 32 MiB) is a fresh `mmap` and is
 unmapped again when freed, so each training step pays page faults for its large tensors
-(the logits of a 4096-token batch over an 8000-word vocabulary are 131 MB), and
+(the base model's logits for a 1024-token batch over 32000 words are 131 MB), and
 `tf.data.Dataset.from_generator` pins the trim threshold at 128 KiB besides ("Memory patch
 applied: M_TRIM_THRESHOLD=128 kb"), which hands freed heap back to the kernel as well.
 Measured on a 2-core CPU (benchmarks/README.md, "glibc malloc"): the quick preset spent 39%

@@ -33,8 +33,9 @@ def make_train(spec: Spec):
     inputs = {"source": batch["source"], "target": batch["target"]}
     data = tf.data.Dataset.from_tensors((inputs, batch["labels"])).repeat()
     # Each `fit` makes a new iterator, and one with tf.data autotuning is only freed when the
-    # tuning thread next wakes up (10 ms, 20 ms, ... 10.24 s, 20.48 s after it started): a
-    # 5-step fit of ~23 s took 40.96 s. One fixed batch needs no tuning.
+    # tuning thread next wakes up (it sleeps 10 ms, 20 ms, 40 ms..., so it wakes 10.23 s,
+    # 20.47 s, 40.95 s after it started): a 5-step fit of ~23 s took 40.96 s. One fixed batch
+    # needs no tuning.
     options = tf.data.Options()
     options.autotune.enabled = False
     data = data.with_options(options)
