@@ -260,7 +260,9 @@ class TrainingConfig:
         cpu_replicas: split the CPU into this many logical devices (to test MirroredStrategy).
         mixed_precision: "none", "mixed_bfloat16" or "mixed_float16".
         jit_compile: XLA-compile the train step.
-        steps_per_epoch: steps between validation passes and Keras epoch logs.
+        steps_per_epoch: steps between validation passes and Keras epoch logs (500, with the
+            dev BLEU of `eval_every_steps`: a validation pass over the bundled 609 dev pairs
+            costs about 6 s on a 2-core CPU, 2 of the default run's 15 minutes at 100).
         checkpoint_every_steps / checkpoint_every_minutes: checkpoint when either is reached.
         keep_checkpoints: checkpoints kept on disk.
         average_last: checkpoints averaged into the final weights (paper: 5 base, 20 big).
@@ -319,7 +321,7 @@ class TrainingConfig:
     cpu_replicas: int = 0
     mixed_precision: str = "none"
     jit_compile: bool = False
-    steps_per_epoch: int = 100
+    steps_per_epoch: int = 500
     checkpoint_every_steps: int = 100
     checkpoint_every_minutes: float = 10.0
     keep_checkpoints: int = 5

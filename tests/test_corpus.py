@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
+from keras_transformer.data import corpus
 from keras_transformer.data.corpus import (
     DATASETS,
     SPLITS,
@@ -183,7 +184,9 @@ def _as_numpy_pairs(ds: tf.data.Dataset) -> list[tuple[str, str]]:
     return [(x["source"].decode(), x["target"].decode()) for x in ds.as_numpy_iterator()]
 
 
-def test_load_corpus_matches_read_pairs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk", [1024, 7])  # 609 dev pairs: one chunk; 87 and a partial one
+def test_load_corpus_matches_read_pairs(tmp_path: Path, monkeypatch, chunk: int) -> None:
+    monkeypatch.setattr(corpus, "_GENERATOR_CHUNK", chunk)
     ds = load_corpus("sample_en_de", "dev")
     assert ds.element_spec == {
         "source": tf.TensorSpec((), tf.string),

@@ -142,6 +142,9 @@ def read_pairs(
     return ((target, source) for source, target in pairs) if reverse else pairs
 
 
+_GENERATOR_CHUNK = 1024  # pairs per from_generator element (load_corpus)
+
+
 def load_corpus(
     dataset: str,
     split: str,
@@ -161,16 +164,18 @@ def load_corpus(
         return _tfds_dataset(dataset, split, data_dir, max_chars, reverse)
     read_pairs(dataset, split, max_chars=max_chars)  # raise now on a bad name, not in tf.data
 
-    def generate() -> Iterator[dict[str, str]]:
-        for source, target in read_pairs(
-            dataset, split, data_dir=data_dir, max_chars=max_chars, reverse=reverse
-        ):
-            yield {"source": source, "target": target}
+    def generate() -> Iterator[dict[str, list[str]]]:
+        pairs = read_pairs(dataset, split, data_dir=data_dir, max_chars=max_chars, reverse=reverse)
+        while chunk := list(itertools.islice(pairs, _GENERATOR_CHUNK)):
+            yield {"source": [s for s, _ in chunk], "target": [t for _, t in chunk]}
 
-    spec = tf.TensorSpec(shape=(), dtype=tf.string)
-    return tf.data.Dataset.from_generator(
+    # Chunks, unbatched in C++: from_generator costs ~0.35 ms per element it yields (a
+    # py_function call), 9 s for the bundled 26753 pairs one by one (2-core VM).
+    spec = tf.TensorSpec(shape=(None,), dtype=tf.string)
+    chunks = tf.data.Dataset.from_generator(
         generate, output_signature={"source": spec, "target": spec}
     )
+    return chunks.unbatch()  # {"source": (), "target": ()} string scalars
 
 
 def read_split(cfg: TrainingConfig, split: str, **kwargs) -> Iterator[Pair]:
