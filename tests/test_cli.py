@@ -42,7 +42,9 @@ def _run(command: list[str], stdin: str | None = None, cwd: Path = ROOT):
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    return make_model_dir(str(tmp_path_factory.mktemp("cli_model")), max_length=24)
+    # One layer (the default is 2): the commands' plumbing does not depend on the depth, and
+    # each command run traces its search faster.
+    return make_model_dir(str(tmp_path_factory.mktemp("cli_model")), max_length=24, num_layers=1)
 
 
 def test_serving_and_cli_import_from_any_directory(tmp_path):

@@ -97,9 +97,14 @@ print("RESULT=" + json.dumps(result))
 """
 
 
+# One layer (make_model_dir's default is 2): nothing here depends on the depth, and every
+# signature traces, exports and loads faster.
+SIZES = {"num_layers": 1}
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    return make_model_dir(str(tmp_path_factory.mktemp("export_model")))
+    return make_model_dir(str(tmp_path_factory.mktemp("export_model")), **SIZES)
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +222,7 @@ def test_verify_matches_the_export_made_with_the_same_search_and_weights(
 def test_verify_command_loads_weights_and_fails_on_mismatches(
     model_dir, export_dir, tmp_path, capsys
 ):
-    other = make_model_dir(str(tmp_path / "other"), seed=1)  # same shapes, other weights
+    other = make_model_dir(str(tmp_path / "other"), seed=1, **SIZES)  # same shapes, other weights
     weights = os.path.join(other, artifacts.FINAL_WEIGHTS)
     assert verify_export.main(_verify_flags(model_dir, export_dir, weights)) == 1
     out = capsys.readouterr().out

@@ -28,6 +28,13 @@ from keras_transformer.training.losses import (
 from keras_transformer.training.schedule import TransformerSchedule
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The end-to-end runs below check plumbing (resume, flags, summary), not learning: a one-layer
+# d_model 32 model traces its train and decode steps in half the time of the default `quick`
+# preset (3 layers, d_model 128): 67 s -> 35 s per 4-step run on a 2-core CPU.
+TINY_MODEL = [
+    "--vocab-size", "60", "--num-layers", "1", "--d-model", "32", "--d-ff", "64",
+    "--num-heads", "2",
+]  # fmt: skip
 
 
 def _log_softmax(x):
@@ -256,7 +263,7 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
     model_dir = tmp_path / "run"
     command = [
         sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),
-        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), "--vocab-size", "60",
+        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_MODEL,
         "--train-steps", "24", "--steps-per-epoch", "6", "--checkpoint-every-steps", "6",
         "--batch-tokens", "256", "--max-length", "32", "--warmup-steps", "10",
         "--keep-checkpoints", "3", "--average-last", "2", "--eval-limit", "0",
@@ -343,9 +350,12 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
     "flags",
     [
         ["--mixed-precision", "mixed_bfloat16"],
-        # XLA compiles once per bucket shape: about 3 minutes on a 2-core CPU.
+        # XLA compiles once per bucket shape: about 100 s on a 2-core CPU (one-layer model).
         pytest.param(["--jit-compile"], marks=pytest.mark.slow),
-        ["--strategy", "mirrored", "--cpu-replicas", "2"],
+        # Slow (about 60 s): mirrored_accumulate_2 runs the same two-replica command in the
+        # default stage, and test_mirrored_strategy_matches_one_device trains under a plain
+        # MirroredStrategy there.
+        pytest.param(["--strategy", "mirrored", "--cpu-replicas", "2"], marks=pytest.mark.slow),
         ["--strategy", "mirrored", "--cpu-replicas", "2", "--accumulate-steps", "2"],
     ],
     ids=["mixed_bfloat16", "xla", "mirrored_cpu", "mirrored_accumulate_2"],
@@ -356,7 +366,7 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     model_dir = tmp_path / "run"
     command = [
         sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),
-        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), "--vocab-size", "60",
+        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_MODEL,
         "--train-steps", "4", "--steps-per-epoch", "2", "--checkpoint-every-steps", "2",
         "--batch-tokens", "128", "--max-length", "24", "--warmup-steps", "2",
         "--average-last", "2", "--eval-limit", "4", "--export-dir", "none",
