@@ -29,6 +29,7 @@ import time
 # "f_": full budget, whole test split. None: the README's command exactly (no flags, model dir
 # runs/sample_en_de, deleted first, SavedModel export included).
 SCREEN = "--train-steps 600 --eval-limit 200"
+K = "--train-steps 1000 --eval-limit 0 --vocab runs/sample_en_de/spm.model"
 PRE = "--config tiny --norm-position pre --dropout 0"
 VARIANTS = {
     "s_tiny_default": f"--config tiny {SCREEN}",
@@ -44,6 +45,15 @@ VARIANTS = {
     "s_pre_b3072": f"{PRE} --batch-tokens 3072 --train-steps 300 --warmup-steps 200 "
     "--eval-limit 200",
     "s_pre_len64": f"{PRE} --max-length 64 {SCREEN}",
+    # "k_": 1000-step screening of the quick default's learning rate, warm-up, batch and
+    # vocabulary (dev BLEU at 500 and 1000 steps; compare with f_default's dev_bleu at 1000)
+    "k_warm200": f"{K} --warmup-steps 200",
+    "k_lr07": f"{K} --learning-rate-scale 0.7",
+    "k_b1024": f"{K} --batch-tokens 1024 --train-steps 1500 --eval-every-steps 750 "
+    "--steps-per-epoch 750",
+    "f_b1024_2400": "--batch-tokens 1024 --train-steps 2400 --keep-checkpoints 10 "
+    "--eval-every-steps 400 --steps-per-epoch 400",
+    "k_v2000": "--train-steps 1000 --eval-limit 0 --vocab-size 2000",
     "t_tiny_fp32": "--config tiny --train-steps 200 --eval-limit 0",
     "t_tiny_xla": "--config tiny --train-steps 200 --eval-limit 0 --jit-compile",
     "t_tiny_bf16": "--config tiny --train-steps 200 --eval-limit 0 --mixed-precision "
@@ -60,6 +70,7 @@ COLUMNS = (
     ("target tokens/s", "tokens_per_sec"),
     ("dev loss", "dev_loss"),
     ("dev acc", "dev_accuracy"),
+    ("dev BLEU", "dev_bleu"),
     ("test BLEU", "bleu"),
     ("chrF", "chrf"),
     ("train s", "train_seconds"),
@@ -123,6 +134,8 @@ def row_from_summary(name, flags, summary, wall, cpu, train_cpu) -> dict:
         "tokens_per_sec": summary.get("tokens_per_sec"),
         "dev_loss": last("val_loss"),
         "dev_accuracy": last("val_accuracy"),
+        # greedy, the first 200 dev pairs, at the last evaluation (--eval-every-steps)
+        "dev_bleu": summary["dev_bleu"][-1]["bleu"] if summary.get("dev_bleu") else None,
         "bleu": round(test["bleu"], 2) if "bleu" in test else None,
         "chrf": round(test["chrf"], 2) if "chrf" in test else None,
         "train_seconds": summary["train_seconds"],
