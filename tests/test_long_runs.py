@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig, TransformerConfig
+from keras_transformer.testing.model_dir import TINY_TRAIN_FLAGS
 from keras_transformer.training import checkpoints, distribute, launch, preflight
 from keras_transformer.training.errors import NonFiniteLossError
 from keras_transformer.training.nonfinite import NonFiniteGuard, SkipNonFiniteAdam
@@ -45,8 +46,7 @@ def write_tsv(path, n=300):
 def train_command(tsv, model_dir, *flags, steps=30, every=5):
     return [
         sys.executable, TRAIN, "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir),
-        "--vocab-size", "60", "--num-layers", "1", "--d-model", "32", "--d-ff", "64",
-        "--num-heads", "2", "--dropout", "0.1", "--batch-tokens", "256", "--max-length", "32",
+        *TINY_TRAIN_FLAGS, "--dropout", "0.1", "--batch-tokens", "256", "--max-length", "32",
         "--warmup-steps", "10", "--train-steps", str(steps), "--steps-per-epoch", "6",
         "--checkpoint-every-steps", str(every), "--keep-checkpoints", "3", "--average-last",
         "2", "--eval-limit", "0", "--export-dir", "none", "--log-every-steps", "1",

@@ -19,6 +19,7 @@ from test_long_runs import write_tsv
 from keras_transformer.artifacts import list_checkpoints
 from keras_transformer.data.pipeline import bucket_batch_sizes, bucket_boundaries, make_batches
 from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.testing.model_dir import TINY_TRAIN_FLAGS
 from keras_transformer.training.losses import (
     MaskedAccuracy,
     MaskedLabelSmoothedCrossEntropy,
@@ -30,11 +31,8 @@ from keras_transformer.training.schedule import TransformerSchedule
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The end-to-end runs below check plumbing (resume, flags, summary), not learning: a one-layer
 # d_model 32 model traces its train and decode steps in half the time of the default `quick`
-# preset (3 layers, d_model 128): 67 s -> 35 s per 4-step run on a 2-core CPU.
-TINY_MODEL = [
-    "--vocab-size", "60", "--num-layers", "1", "--d-model", "32", "--d-ff", "64",
-    "--num-heads", "2",
-]  # fmt: skip
+# preset (3 layers, d_model 128): 67 s -> 35 s per 4-step run on a 2-core CPU. Their model:
+# TINY_TRAIN_FLAGS.
 
 
 def _log_softmax(x):
@@ -263,7 +261,7 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
     model_dir = tmp_path / "run"
     command = [
         sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),
-        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_MODEL,
+        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_TRAIN_FLAGS,
         "--train-steps", "24", "--steps-per-epoch", "6", "--checkpoint-every-steps", "6",
         "--batch-tokens", "256", "--max-length", "32", "--warmup-steps", "10",
         "--keep-checkpoints", "3", "--average-last", "2", "--eval-limit", "0",
@@ -366,7 +364,7 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     model_dir = tmp_path / "run"
     command = [
         sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),
-        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_MODEL,
+        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_TRAIN_FLAGS,
         "--train-steps", "4", "--steps-per-epoch", "2", "--checkpoint-every-steps", "2",
         "--batch-tokens", "128", "--max-length", "24", "--warmup-steps", "2",
         "--average-last", "2", "--eval-limit", "4", "--export-dir", "none",

@@ -24,6 +24,7 @@ from keras_transformer import artifacts
 from keras_transformer.cli import train as train_cli
 from keras_transformer.config import TrainingConfig, TransformerConfig
 from keras_transformer.model import build_transformer
+from keras_transformer.testing.model_dir import TINY_TRAIN_FLAGS
 from keras_transformer.training import trainer, warm_start
 from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
 from keras_transformer.training.schedule import TransformerSchedule
@@ -31,10 +32,7 @@ from keras_transformer.training.schedule import TransformerSchedule
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(REPO, "pipelines", "train_wmt.py")
 PARENT_STEPS = 36
-PARENT_SIZES = [
-    "--vocab-size", "60", "--num-layers", "1", "--d-model", "32", "--d-ff", "64",
-    "--num-heads", "2", "--max-length", "32",
-]  # fmt: skip
+PARENT_SIZES = [*TINY_TRAIN_FLAGS, "--max-length", "32"]
 
 
 def command(tsv, model_dir, *flags, steps):

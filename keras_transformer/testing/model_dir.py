@@ -14,6 +14,13 @@ import keras
 from keras_transformer import TransformerConfig, artifacts, build_transformer
 from keras_transformer.data.tokenizer import train_sentencepiece
 
+# `pipelines/train_wmt.py` flags for a one-layer d_model 32 model over a 60-piece vocabulary:
+# end-to-end runs of tests that check plumbing (resume, flags, summaries), not learning.
+TINY_TRAIN_FLAGS = [
+    "--vocab-size", "60", "--num-layers", "1", "--d-model", "32", "--d-ff", "64",
+    "--num-heads", "2",
+]  # fmt: skip
+
 SENTENCES = [
     f"{a} {b} number {i}."
     for i in range(40)
