@@ -51,6 +51,7 @@ VARIANTS = {
     "k_lr07": f"{K} --learning-rate-scale 0.7",
     "k_b1024": f"{K} --batch-tokens 1024 --train-steps 1500 --eval-every-steps 750 "
     "--steps-per-epoch 750",
+    # the full budget with 1024-token batches (k_b1024's winner at equal tokens)
     "f_b1024_2400": "--batch-tokens 1024 --train-steps 2400 --keep-checkpoints 10 "
     "--eval-every-steps 400 --steps-per-epoch 400",
     "k_v2000": "--train-steps 1000 --eval-limit 0 --vocab-size 2000",
