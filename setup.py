@@ -47,7 +47,8 @@ setup(
         ]
     },
     extras_require={
-        "dev": ["pytest>=8", "ruff>=0.6"],
+        # pytest-xdist: pyproject.toml runs the tests on every core (`-n auto`)
+        "dev": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.6"],
         "serving": ["tensorflow-serving-api>=2.21,<2.22", "grpcio>=1.60"],
         # tests/test_backends.py; torch==2.13.0 is the CPU build that installs here (other
         # versions pull gigabytes of CUDA packages)
