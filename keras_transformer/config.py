@@ -252,6 +252,8 @@ class TrainingConfig:
         max_length: longest sentence in pieces kept for training (and the model's limit).
         warmup_steps: of the learning-rate schedule.
         learning_rate_scale: constant factor on the paper's schedule.
+        cooldown_steps: decay the rate linearly to zero over the last `cooldown_steps` of
+            `train_steps` (0: the paper's schedule to the end).
         label_smoothing: eps_ls.
         dropout: overrides the preset's P_drop if set.
         num_layers, d_model, d_ff, num_heads, norm_position: override the preset's if set.
@@ -310,6 +312,7 @@ class TrainingConfig:
     max_length: int = 128
     warmup_steps: int = 400
     learning_rate_scale: float = 1.0
+    cooldown_steps: int = 0
     label_smoothing: float = 0.1
     dropout: float | None = None
     num_layers: int | None = None
@@ -379,6 +382,7 @@ class TrainingConfig:
             )
         for name in (
             "skip_nonfinite_batches",
+            "cooldown_steps",
             "eval_every_steps",
             "eval_dev_pairs",
             "early_stopping",
@@ -386,6 +390,11 @@ class TrainingConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0. Received: {name}={value!r}")
+        if self.cooldown_steps > self.train_steps:
+            raise ValueError(
+                "cooldown_steps cannot exceed train_steps. Received: "
+                f"cooldown_steps={self.cooldown_steps}, train_steps={self.train_steps}"
+            )
         if self.accumulate_steps > 1 and self.mixed_precision == "mixed_float16":
             raise ValueError(
                 "accumulate_steps > 1 is not supported with mixed_float16 (its loss-scale "

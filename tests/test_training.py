@@ -53,12 +53,49 @@ def test_schedule_equals_paper_formula():
     )
 
 
+def test_cooldown_is_the_formula_times_a_linear_ramp_to_zero():
+    schedule = TransformerSchedule(128, 400, scale=0.5, cooldown_steps=500, total_steps=1400)
+    iterations = np.arange(0, 1500)
+    steps = iterations + 1.0
+    formula = 0.5 * 128**-0.5 * np.minimum(steps**-0.5, steps * 400**-1.5)
+    expected = formula * np.clip((1400 - steps + 1) / 500, 0, 1)
+    got = np.array([float(schedule(i)) for i in iterations])
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-12)
+    assert got[899] == pytest.approx(formula[899], rel=1e-6)  # step 900: not yet cooling
+    assert got[1399] == pytest.approx(formula[1399] / 500, rel=1e-5)  # the last update
+    assert got[1400:].max() == 0.0  # past train_steps (a resumed, longer run sets a new total)
+
+
 def test_schedule_serializes_and_rejects_bad_values():
     schedule = TransformerSchedule(d_model=256, warmup_steps=100, scale=2.0)
     clone = TransformerSchedule.from_config(schedule.get_config())
     assert float(clone(7)) == float(schedule(7))
+    cooled = TransformerSchedule(256, 100, cooldown_steps=50, total_steps=300)
+    assert float(TransformerSchedule.from_config(cooled.get_config())(280)) == float(cooled(280))
     with pytest.raises(ValueError, match="warmup_steps=0"):
         TransformerSchedule(d_model=256, warmup_steps=0)
+    with pytest.raises(ValueError, match="cooldown_steps=50, total_steps=None"):
+        TransformerSchedule(256, 100, cooldown_steps=50)
+    with pytest.raises(ValueError, match="cooldown_steps=-1"):
+        TransformerSchedule(256, 100, cooldown_steps=-1)
+
+
+def test_training_config_cools_down_within_the_run():
+    from keras_transformer import TransformerConfig, build_transformer
+    from keras_transformer.config import TrainingConfig
+    from keras_transformer.training.trainer import compile_model
+
+    with pytest.raises(ValueError, match="cooldown_steps=30, train_steps=20"):
+        TrainingConfig(train_steps=20, cooldown_steps=30)
+    with pytest.raises(ValueError, match="cooldown_steps=-5"):
+        TrainingConfig(cooldown_steps=-5)
+    config = TransformerConfig.tiny(40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    model = build_transformer(config)
+    compile_model(model, config, TrainingConfig(train_steps=20, cooldown_steps=10, warmup_steps=1))
+    schedule = model.optimizer._learning_rate  # the schedule object, not its current value
+    assert (schedule.cooldown_steps, schedule.total_steps) == (10, 20)
+    # warm-up 1: the formula is step^-0.5; step 10 is the first of the cool-down, step 20 the last
+    assert float(schedule(19)) == pytest.approx(float(schedule(9)) * (10 / 20) ** 0.5 / 10)
 
 
 def _reference_loss(labels, logits, eps, pad):

@@ -64,6 +64,8 @@ HELP = {
     "max_length": "longest sentence in subword pieces kept for training",
     "warmup_steps": "linear warm-up steps of the learning-rate schedule (paper: 4000)",
     "learning_rate_scale": "constant factor on the paper's learning-rate formula",
+    "cooldown_steps": "decay the learning rate linearly to zero over the last N of --train-steps "
+    "(paper: 0, its formula to the end)",
     "label_smoothing": "epsilon of label smoothing (paper: 0.1)",
     "dropout": "override the preset's dropout (paper: 0.1 base, 0.3 big En-De)",
     "num_layers": "override the preset's number of encoder and decoder layers (N)",

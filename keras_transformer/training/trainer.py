@@ -93,7 +93,13 @@ def _train_vocabulary(cfg: TrainingConfig, path: str) -> None:
 
 
 def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingConfig) -> None:
-    schedule = TransformerSchedule(config.d_model, cfg.warmup_steps, cfg.learning_rate_scale)
+    schedule = TransformerSchedule(
+        config.d_model,
+        cfg.warmup_steps,
+        cfg.learning_rate_scale,
+        cooldown_steps=cfg.cooldown_steps,
+        total_steps=cfg.train_steps,
+    )
     pad = config.pad_id
     # Both Adams update with TensorFlow's fused kernel (FusedAdam). mixed_float16: compile wraps
     # the optimizer in a LossScaleOptimizer, which already skips non-finite steps (and lowers
