@@ -92,10 +92,12 @@ def test_training_config_cools_down_within_the_run():
     config = TransformerConfig.tiny(40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
     model = build_transformer(config)
     compile_model(model, config, TrainingConfig(train_steps=20, cooldown_steps=10, warmup_steps=1))
-    schedule = model.optimizer._learning_rate  # the schedule object, not its current value
-    assert (schedule.cooldown_steps, schedule.total_steps) == (10, 20)
-    # warm-up 1: the formula is step^-0.5; step 10 is the first of the cool-down, step 20 the last
-    assert float(schedule(19)) == pytest.approx(float(schedule(9)) * (10 / 20) ** 0.5 / 10)
+    # The rate the optimizer applies at an iteration, against the formula (warm-up 1: it is
+    # d_model^-0.5 * step^-0.5) times the ramp min(1, (20 - step + 1) / 10).
+    for iteration, ramp in ((9, 1.0), (14, 0.6), (19, 0.1)):
+        model.optimizer.iterations.assign(iteration)
+        expected = 16**-0.5 * (iteration + 1) ** -0.5 * ramp
+        assert float(model.optimizer.learning_rate) == pytest.approx(expected, rel=1e-5)
 
 
 def _reference_loss(labels, logits, eps, pad):
