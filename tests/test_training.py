@@ -150,8 +150,11 @@ def test_loss_gradient_is_softmax_minus_smoothed_target(eps):
 
 def test_metrics_equal_numpy_reference():
     rng = np.random.default_rng(1)
-    logits = rng.normal(size=(2, 6, 7)).astype("float32")
-    labels = rng.integers(1, 7, size=(2, 6))
+    logits = rng.normal(size=(3, 8, 7)).astype("float32")
+    labels = rng.integers(1, 7, size=(3, 8))
+    logits[..., PAD_ID] -= 10.0  # the argmax is never PAD, so it can be a label
+    right = rng.random(size=labels.shape) < 0.5  # about half right, the rest mostly wrong
+    labels = np.where(right, logits.argmax(-1), labels)
     labels[1, 4:] = PAD_ID
     mask = labels != PAD_ID
     log_probs = _log_softmax(logits.astype(np.float64))
@@ -433,3 +436,20 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
         dtypes = set()
         weights.visit(lambda name: dtypes.add(str(getattr(weights[name], "dtype", ""))))
     assert "float32" in dtypes and "bfloat16" not in dtypes  # variables stay float32
+
+
+def test_build_and_restore_builds_the_optimizer_outside_the_train_step(tmp_path):
+    """Adam's moments exist before the first trace (created inside it, each would add an
+    initialization `cond` to the train step's graph), with one m and one v per weight."""
+    from keras_transformer.config import TrainingConfig
+    from keras_transformer.training import trainer
+
+    cfg = TrainingConfig(model_dir=str(tmp_path), num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    strategy = tf.distribute.get_strategy()
+    model, step = trainer.build_and_restore(cfg, cfg.model_config(50), strategy)
+    assert step == 0
+    assert model.optimizer.built
+    weights = model.trainable_variables
+    names = [v.name for v in model.optimizer.variables]
+    assert sum(name.endswith("_momentum") for name in names) == len(weights) > 0
+    assert sum(name.endswith("_velocity") for name in names) == len(weights)
