@@ -438,9 +438,10 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     assert "float32" in dtypes and "bfloat16" not in dtypes  # variables stay float32
 
 
-def test_build_and_restore_builds_the_optimizer_outside_the_train_step(tmp_path):
+def test_compile_model_builds_the_optimizer_outside_the_train_step(tmp_path):
     """Adam's moments exist before the first trace (created inside it, each would add an
-    initialization `cond` to the train step's graph), with one m and one v per weight."""
+    initialization `cond` to the train step's graph), with one m and one v per weight; the
+    trainer's `build_and_restore` compiles through it."""
     from keras_transformer.config import TrainingConfig
     from keras_transformer.training import trainer
 

@@ -93,6 +93,8 @@ def _train_vocabulary(cfg: TrainingConfig, path: str) -> None:
 
 
 def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingConfig) -> None:
+    """Compile with the paper's Adam, schedule and loss (and the token metrics), and build the
+    optimizer's variables for the model's trainable weights."""
     schedule = TransformerSchedule(
         config.d_model,
         cfg.warmup_steps,
@@ -117,6 +119,11 @@ def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingCo
         metrics=[MaskedAccuracy(pad), Perplexity(pad), TokenCount(pad)],
         jit_compile=cfg.jit_compile,
     )
+    # Eagerly, not inside the first trace of the train step: created there, each of the
+    # optimizer's ~260 variables gets an initialization `cond` in the traced graph (quick
+    # preset: first trace 22.7 s -> 8.4 s; benchmarks/README, "Start-up and the accuracy
+    # metric").
+    model.optimizer.build(model.trainable_variables)
 
 
 def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
@@ -175,8 +182,8 @@ def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callbac
 
 
 def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
-    """Build and compile (optimizer variables included) under the strategy; resume from the
-    latest checkpoint if any, else start from `init_from`'s weights if set."""
+    """Build and compile under the strategy; resume from the latest checkpoint if any, else
+    start from `init_from`'s weights if set."""
     with strategy.scope():
         model = build_transformer(config)
         latest = artifacts.latest_checkpoint(cfg.model_dir)
@@ -184,11 +191,6 @@ def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
             warm_start.load_parent_weights(model, cfg.init_from)  # before compile: no optimizer
         warm_start.freeze(model, cfg.freeze)
         compile_model(model, config, cfg)
-        # Eagerly, not inside the first trace of the train step: created there, each of the
-        # optimizer's ~260 variables gets an initialization `cond` in the traced graph (quick
-        # preset: first trace 22.7 s -> 8.4 s; benchmarks/README, "Start-up and the accuracy
-        # metric").
-        model.optimizer.build(model.trainable_variables)
         if latest is not None:
             checkpoints.restore_checkpoint(model, latest)
             logger.info("Resumed from %s", latest)
