@@ -59,6 +59,7 @@ VARIANTS = {
     # 1400 steps fit ten minutes of training on the 2-core VM, 2000 is the default's budget
     "f_cd1400": "--train-steps 1400 --cooldown-steps 500",
     "f_cd2000": "--cooldown-steps 600",
+    "f_v2000": "--vocab-size 2000",
     "t_tiny_fp32": "--config tiny --train-steps 200 --eval-limit 0",
     "t_tiny_xla": "--config tiny --train-steps 200 --eval-limit 0 --jit-compile",
     "t_tiny_bf16": "--config tiny --train-steps 200 --eval-limit 0 --mixed-precision "

@@ -454,3 +454,31 @@ def test_compile_model_builds_the_optimizer_outside_the_train_step(tmp_path):
     names = [v.name for v in model.optimizer.variables]
     assert sum(name.endswith("_momentum") for name in names) == len(weights) > 0
     assert sum(name.endswith("_velocity") for name in names) == len(weights)
+
+
+def test_training_monitor_mean_rate_counts_only_the_time_inside_steps(monkeypatch):
+    """The run's tokens/s is all tokens over the time from each batch's begin to its end:
+    a 10 s pause between two steps (an evaluation) and the gap before a new epoch count in
+    neither. The cumulative "tokens" log restarts every epoch, as Keras resets metrics."""
+    import types
+
+    import keras
+
+    from keras_transformer.training import callbacks
+
+    clock = iter([0.0, 0.0, 2.0, 12.0, 13.0, 50.0, 50.0, 54.0])
+    monkeypatch.setattr(callbacks, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    monitor = callbacks.TrainingMonitor(log_dir=None, log_every_steps=1000, total_steps=3)
+    monitor.set_model(model)
+    monitor.on_epoch_begin(0)  # t=0
+    for cumulative in (100.0, 300.0):  # steps of 2 s and 1 s, 10 s apart
+        monitor.on_train_batch_begin(0)
+        monitor.on_train_batch_end(0, {"tokens": cumulative})
+    monitor.on_epoch_begin(1)  # t=50
+    monitor.on_train_batch_begin(0)
+    monitor.on_train_batch_end(0, {"tokens": 100.0})  # a 4 s step
+    assert monitor.total_tokens == 400.0
+    assert monitor.step_seconds == pytest.approx(7.0)
+    assert monitor.mean_tokens_per_sec == pytest.approx(400.0 / 7.0)

@@ -290,7 +290,8 @@ def train(args: argparse.Namespace) -> int:
         exported = export_savedmodel(cfg.model_dir, export_dir, weights=weights)
     print(
         f"done: {summary['steps']} steps in {summary['train_seconds']:.0f}s "
-        f"({summary['tokens_per_sec'] or 0:.0f} target tokens/s), "
+        f"({summary['tokens_per_sec'] or 0:.0f} target tokens/s over "
+        f"{summary['step_seconds'] or 0:.0f}s of steps), "
         f"test BLEU {test.get('bleu', float('nan')):.2f}, chrF {test.get('chrf', float('nan')):.2f}"
         f", weights {weights}, export {exported}"
     )

@@ -28,6 +28,11 @@ def between_updates(optimizer) -> bool:
 class TrainingMonitor(keras.callbacks.Callback):
     """Adds `tokens_per_sec` and `lr` to the batch logs and writes them to TensorBoard.
 
+    Two rates: `tokens_per_sec`, a moving average of the last steps' rates (progress bar, log
+    line, TensorBoard), and `mean_tokens_per_sec`, all tokens over the time spent inside
+    training steps (from each batch's begin to its end), the run's figure: evaluation, dev
+    BLEU and checkpoint pauses between steps count in neither.
+
     Args:
         log_dir: TensorBoard directory for step-level scalars ("train_steps" run); None: no
             TensorBoard (non-chief workers).
@@ -49,15 +54,27 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._last_time = None
         self.total_tokens = 0.0
         self.tokens_per_sec = 0.0
+        self.step_seconds = 0.0
+        self._batch_start = None
+
+    @property
+    def mean_tokens_per_sec(self) -> float:
+        """Target tokens per second of the steps so far (0 before the first)."""
+        return self.total_tokens / self.step_seconds if self.step_seconds > 0 else 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
         self._last_tokens = 0.0  # Keras resets metric state every epoch
         self._last_time = time.perf_counter()
 
+    def on_train_batch_begin(self, batch, logs=None):
+        self._batch_start = time.perf_counter()
+
     def on_train_batch_end(self, batch, logs=None):
         logs = logs if logs is not None else {}
+        tokens = float(logs.get("tokens", 0.0))  # waits for the step's result
         now = time.perf_counter()
-        tokens = float(logs.get("tokens", 0.0))
+        if self._batch_start is not None:
+            self.step_seconds += now - self._batch_start
         new_tokens = max(tokens - self._last_tokens, 0.0)
         elapsed = max(now - self._last_time, 1e-9)
         self.tokens_per_sec = 0.9 * self.tokens_per_sec + 0.1 * (new_tokens / elapsed)

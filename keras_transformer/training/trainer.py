@@ -283,7 +283,10 @@ def train(
         "steps": int(model.optimizer.iterations.numpy()),
         "nonfinite_steps_skipped": _nonfinite_steps(model),
         "train_seconds": round(train_seconds, 1),
-        "tokens_per_sec": round(monitor.tokens_per_sec, 1) if monitor else None,
+        # Over the time inside steps: the last steps' moving average (the progress line's
+        # figure) swings by +-15% on a shared CPU and would make the run's figure a sample.
+        "tokens_per_sec": round(monitor.mean_tokens_per_sec, 1) if monitor else None,
+        "step_seconds": round(monitor.step_seconds, 1) if monitor else None,
         "averaged_checkpoints": [os.path.basename(p) for p in averaged],
         "history": {k: [float(x) for x in v] for k, v in getattr(history, "history", {}).items()},
     }
