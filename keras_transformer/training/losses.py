@@ -103,7 +103,7 @@ class MaskedAccuracy(_MaskedTokenMetric):
     argmax p; a tie, which random float logits do not produce, counts as right). Two
     reductions over the vocabulary instead of `ops.argmax`, whose TensorFlow version guards
     against flushed negative zeros with five more passes over the (batch, len, vocab) logits:
-    about 5% of the quick preset's training step on a 2-core CPU (benchmarks/README, "Start-up
+    about 3% of the quick preset's training step on a 2-core CPU (benchmarks/README, "Start-up
     and the accuracy metric").
     """
 
