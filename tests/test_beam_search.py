@@ -1,5 +1,6 @@
 """Beam search on hand-written probability tables, against exhaustive search in NumPy."""
 
+import importlib
 import itertools
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding import beam_search, length_penalty, sample
+from keras_transformer.decoding.beam_search import top_k_rows
 
 BOS = 0
 PAD = -1  # token 0 is a real token of the tables
@@ -236,3 +238,51 @@ def test_rejects_bad_arguments():
         beam_search(fn, tf.constant([0]), {}, 4, 0, 0.6, 3, 3)
     with pytest.raises(ValueError, match="n_best"):
         beam_search(fn, tf.constant([0]), {}, 4, 2, 0.6, 3, 3, n_best=3)
+
+
+def _numpy_top_k(values, k):
+    """Reference: the k largest values of each row, ties to the lower index (stable sort)."""
+    order = np.argsort(-values, axis=-1, kind="stable")[:, :k]
+    return np.take_along_axis(values, order, axis=-1), order
+
+
+@pytest.mark.parametrize(
+    "rows, width, k, block",
+    [(5, 32000, 8, 128), (3, 4000, 8, 128), (4, 1000, 3, 16), (2, 257, 2, 8), (3, 40, 8, 128)],
+)
+def test_top_k_rows_matches_a_stable_sort(rows, width, k, block):
+    rng = np.random.default_rng(width)
+    cases = {
+        "normal": rng.standard_normal((rows, width)).astype("f4"),
+        "ties": rng.integers(0, 4, (rows, width)).astype("f4"),  # thousands of equal values
+        "mostly -inf": np.where(rng.random((rows, width)) < 0.999, -np.inf, 1.0).astype("f4"),
+    }
+    cases["mostly -inf"][0] = -np.inf  # a row with no finite value: the lowest indices
+    for name, values in cases.items():
+        got_values, got_indices = top_k_rows(tf.constant(values), k, block=block)
+        want_values, want_indices = _numpy_top_k(values, k)
+        np.testing.assert_array_equal(got_values.numpy(), want_values, err_msg=name)
+        np.testing.assert_array_equal(got_indices.numpy(), want_indices, err_msg=name)
+
+
+def test_beam_search_over_a_wide_vocabulary_matches_a_full_top_k(monkeypatch):
+    """With 3000 words the search selects per row through blocks; with the blocks made as
+    wide as the vocabulary it falls back to one `tf.math.top_k` per row. Same results."""
+    module = importlib.import_module("keras_transformer.decoding.beam_search")  # not the function
+
+    vocab, batch, steps = 3000, 3, 6
+    table = tf.constant(np.random.default_rng(7).standard_normal((vocab, vocab)).astype("f4"))
+
+    def fn(ids, step, cache):
+        return tf.gather(table, ids[:, -1]) * 3.0, cache  # logits from the last token
+
+    def search():
+        return beam_search(fn, tf.constant([5, 6, 7]), {}, vocab, 4, 0.6, steps, eos_id=1,
+                           n_best=2)  # fmt: skip
+
+    ids, scores = search()
+    monkeypatch.setattr(module, "TOP_K_BLOCK", vocab)
+    want_ids, want_scores = search()
+    np.testing.assert_array_equal(ids.numpy(), want_ids.numpy())
+    np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), rtol=1e-6)
+    assert ids.shape[0] == batch

@@ -92,6 +92,8 @@ from keras_transformer.decoding.loop import (
     write_token,
 )
 
+TOP_K_BLOCK = 128  # values per block of `top_k_rows`
+
 
 class BeamState(NamedTuple):
     """The `tf.while_loop` state. `length` is `step + 1` (growing) or `max_decode_length + 1`
@@ -117,6 +119,37 @@ def length_penalty(length, alpha: float) -> tf.Tensor:
 def tile_beams(tensor, beam_size: int) -> tf.Tensor:
     """`(batch, ...)` -> `(batch * beam_size, ...)`, each row repeated beam_size times."""
     return tf.repeat(tensor, beam_size, axis=0)  # -> (batch * beam, ...)
+
+
+def top_k_rows(values, k: int, block: int | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """`tf.math.top_k(values, k)` (values and int32 indices `(rows, k)`, ties to the lower
+    index) of float `(rows, width)`, for a static `width`, in two short passes.
+
+    TensorFlow's CPU TopK compares element by element (about 6 ns each: 14 ms of a base
+    beam-search step over 4 x 32000 log-probabilities). Here the row is cut into blocks of
+    `block`: the k blocks with the largest maxima (lower block first on ties) hold the k
+    largest values, so a vectorized max per block, a top-k over the block maxima and one over
+    the k chosen blocks (in index order, so ties still go to the lower index) give exactly
+    `tf.math.top_k`'s result. Narrow rows take `tf.math.top_k` directly. `block` defaults
+    to `TOP_K_BLOCK`.
+    """
+    block = TOP_K_BLOCK if block is None else block
+    width = values.shape[-1]
+    if width is None:
+        raise ValueError(f"top_k_rows needs a static last axis. Received: shape={values.shape}")
+    blocks = -(-width // block)
+    if blocks <= 2 * k:  # too few blocks to save anything
+        return tf.math.top_k(values, k=k)
+    rows = tf.shape(values)[0]
+    if blocks * block != width:  # pad with -inf: never ahead of a real value of the row
+        values = tf.pad(values, [[0, 0], [0, blocks * block - width]], constant_values=NEG_INF)
+    values = tf.reshape(values, [rows, blocks, block])  # (rows, width) -> (rows, blocks, block)
+    _, chosen = tf.math.top_k(tf.reduce_max(values, axis=-1), k=k)  # (rows, k) block ids
+    chosen = tf.sort(chosen, axis=-1)  # index order: ties go to the lower index below too
+    candidates = tf.gather(values, chosen, batch_dims=1)  # (rows, k, block)
+    top_values, pos = tf.math.top_k(tf.reshape(candidates, [rows, k * block]), k=k)
+    indices = tf.gather(chosen, pos // block, batch_dims=1) * block + pos % block  # (rows, k)
+    return top_values, indices
 
 
 def _flatten_beams(tensor) -> tf.Tensor:
@@ -147,12 +180,18 @@ class _Search:
         flat_ids = _flatten_beams(state.alive_ids)  # -> (active * beam, length)
         logits, new_cache = self.fn(flat_ids, state.step, state.alive_cache, state.shared)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))  # (active * beam, vocab)
-        log_probs = tf.reshape(log_probs, [active, self.beam_size, self.vocab_size])
-        candidates = state.alive_log_probs[:, :, None] + log_probs  # (active, beam, vocab)
-        candidates = tf.reshape(candidates, [active, self.beam_size * self.vocab_size])
-        topk_log_probs, topk_index = tf.math.top_k(candidates, k=2 * self.beam_size)
-        topk_beam = topk_index // self.vocab_size  # int32: (active, 2 * beam)
-        topk_tokens = topk_index % self.vocab_size  # int32: (active, 2 * beam)
+        # A beam's extensions score its log-probability plus each token's, so the item's
+        # 2 * beam best are among the 2 * beam best tokens of each beam: select those per
+        # row first, then rank the beam * k of them (not beam * vocab).
+        k = min(2 * self.beam_size, self.vocab_size)
+        row_log_probs, row_tokens = top_k_rows(log_probs, k)  # (active * beam, k) each
+        row_log_probs = tf.reshape(row_log_probs, [active, self.beam_size, k])
+        candidates = state.alive_log_probs[:, :, None] + row_log_probs  # (active, beam, k)
+        candidates = tf.reshape(candidates, [active, self.beam_size * k])
+        topk_log_probs, topk_pos = tf.math.top_k(candidates, k=2 * self.beam_size)
+        topk_beam = topk_pos // k  # int32: (active, 2 * beam)
+        row_tokens = tf.reshape(row_tokens, [active, self.beam_size * k])
+        topk_tokens = tf.gather(row_tokens, topk_pos, batch_dims=1)  # int32: (active, 2 * beam)
         topk_ids = tf.gather(state.alive_ids, topk_beam, batch_dims=1)  # (a, 2beam, length)
         topk_ids = write_token(topk_ids, topk_tokens, state.step + 1, self.padded, self.pad_id)
         return topk_log_probs, topk_ids, topk_beam, topk_tokens, new_cache
