@@ -30,6 +30,8 @@ LOG_DIR = "logs"
 SUMMARY_FILE = "summary.json"
 _CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)\.weights\.h5$")
 
+INFERENCE_DTYPES = ("float32", "bfloat16")  # load_trained(dtype=...)
+
 
 def path(model_dir: str, name: str) -> str:
     return os.path.join(model_dir, name)
@@ -88,11 +90,19 @@ def restore_weights(model: keras.Model, model_dir: str, weights: str | None = No
 
 
 def load_trained(
-    model_dir: str, weights: str | None = None
+    model_dir: str, weights: str | None = None, dtype: str = "float32"
 ) -> tuple[keras.Model, TransformerConfig, SubwordTokenizer]:
-    """Rebuild a trained model from its directory: `(model, config, tokenizer)`."""
+    """Rebuild a trained model from its directory: `(model, config, tokenizer)`.
+
+    `dtype` "bfloat16" builds it under Keras' "bfloat16" policy (weights and activations in
+    bfloat16; layer norms and the attention softmax still compute in float32) and casts the
+    weights on loading: an inference path for CPUs with bfloat16 matrix units (AMX,
+    AVX512_BF16) and GPUs (benchmarks/README.md, "A bfloat16 inference path").
+    """
+    if dtype not in INFERENCE_DTYPES:
+        raise ValueError(f"dtype must be one of {INFERENCE_DTYPES}. Received: dtype={dtype!r}")
     config = load_config(model_dir)
-    model = build_transformer(config)
+    model = build_transformer(config, dtype=dtype)
     restore_weights(model, model_dir, weights)
     tokenizer = SubwordTokenizer.from_file(path(model_dir, TOKENIZER_FILE))
     if tokenizer.vocab_size != config.vocab_size:

@@ -165,8 +165,21 @@ class Transformer(keras.Model):
         return weights
 
 
-def build_transformer(config: TransformerConfig, name: str = "transformer") -> Transformer:
-    """`Transformer(config)`: the paper's model (see `Transformer`)."""
+def build_transformer(
+    config: TransformerConfig, name: str = "transformer", dtype: str | None = None
+) -> Transformer:
+    """`Transformer(config)`: the paper's model (see `Transformer`).
+
+    `dtype`: a Keras dtype policy name ("float32", "mixed_bfloat16", "bfloat16", ...) for its
+    layers; default the global policy (`keras.config.dtype_policy()`), which is left as it was.
+    """
     if not isinstance(config, TransformerConfig):
         raise TypeError(f"config must be a TransformerConfig. Received: {type(config).__name__}")
-    return Transformer(config, name=name)
+    if dtype is None:
+        return Transformer(config, name=name)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(dtype)  # layers take the global policy when built
+    try:
+        return Transformer(config, name=name)
+    finally:
+        keras.config.set_dtype_policy(previous)

@@ -91,3 +91,14 @@ def test_ctranslate2_peer_decodes_exactly_the_forced_length(bench):
     for kind in ctranslate2_peer.COMPUTE_TYPES:
         run, parameters = ctranslate2_peer.make_decode(spec, model, kind)
         assert run().tolist() == [11, 11, 11] and parameters == model.count_params()
+
+
+def test_our_bfloat16_decode_keeps_the_float32_model_and_the_forced_length(bench):
+    from peers import ours
+    from peers.spec import Spec
+
+    spec = Spec(config="tiny", vocab_size=200, batch=3, length=8, out_length=11)
+    model = ours.build_model(spec)
+    run, parameters = ours.make_decode_bfloat16(spec, model)
+    assert run().tolist() == [11, 11, 11] and parameters == model.count_params()
+    assert {str(w.dtype) for w in model.weights} == {"float32"}  # the float32 model untouched

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import sacrebleu
@@ -154,3 +155,21 @@ def test_evaluate_and_plot_scripts_run(model_dir, tmp_path):
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_load_trained_in_bfloat16_rounds_the_weights_and_stays_close(model_dir):
+    model32, config, tokenizer = artifacts.load_trained(model_dir)
+    model16, _, _ = artifacts.load_trained(model_dir, dtype="bfloat16")
+    assert keras.config.dtype_policy().name == "float32"  # the global policy is restored
+    assert {str(w.dtype) for w in model16.weights} == {"bfloat16"}
+    for w16, w32 in zip(model16.weights, model32.weights):  # rounded: 8 significant bits
+        np.testing.assert_allclose(np.asarray(w16.numpy(), "f4"), w32.numpy(), rtol=2**-8)
+    source = tokenizer.encode_source(SENTENCES[:6], 24).to_tensor(config.pad_id)  # (6, len)
+    inputs = {"source": source, "target": source}
+    want = np.asarray(model32(inputs), "f4")  # (6, len, vocab)
+    got = np.asarray(model16(inputs).numpy(), "f4")
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() < 0.05 * scale  # bfloat16 activations: about 2^-8 each
+    assert (got.argmax(-1) == want.argmax(-1)).mean() > 0.9
+    with pytest.raises(ValueError, match="dtype='float16'"):
+        artifacts.load_trained(model_dir, dtype="float16")

@@ -22,6 +22,7 @@ TRAIN = {
 }
 DECODE = {
     ours.NAME: ours.make_decode,
+    ours.NAME_BFLOAT16: ours.make_decode_bfloat16,
     model_garden.NAME: model_garden.make_decode,
     **{
         f"ctranslate2-{kind}": functools.partial(ctranslate2_peer.make_decode, compute_type=kind)

@@ -8,6 +8,7 @@ import numpy as np
 from peers.spec import Spec, decode_sources, train_batch
 
 NAME = "keras-transformer"
+NAME_BFLOAT16 = "keras-transformer-bfloat16"  # decoding only
 
 
 def build_model(spec: Spec, seed: int = 0):
@@ -61,6 +62,20 @@ def make_decode(spec: Spec, model):
         return np.where(ended.any(axis=1), ended.argmax(axis=1) + 1, ids.shape[1])
 
     return run, model.count_params()
+
+
+def make_decode_bfloat16(spec: Spec, model):
+    """`make_decode` of `model` rebuilt under Keras' "bfloat16" policy, its weights rounded
+    to bfloat16: what `artifacts.load_trained(..., dtype="bfloat16")` and `--dtype bfloat16`
+    decode with."""
+    from keras import ops
+
+    from keras_transformer.model import build_transformer
+
+    copy = build_transformer(model.config, dtype="bfloat16")
+    for target, source in zip(copy.weights, model.weights):
+        target.assign(ops.cast(source, "bfloat16"))
+    return make_decode(spec, copy)
 
 
 def make_serving(model_dir: str, workdir: str, beam: int, sentences: list[str], batches):

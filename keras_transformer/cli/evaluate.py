@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", default=None, help="TFDS data directory (WMT datasets)")
     common.add_search_arguments(parser)
+    common.add_dtype_argument(parser)
     parser.add_argument("--batch-size", type=int, default=64, help="sources per batch")
     parser.add_argument(
         "--limit", type=int, default=None, help="decode only the first N pairs (default: all)"
@@ -56,7 +57,9 @@ def evaluate(args: argparse.Namespace) -> int:
     from keras_transformer.decoding.evaluation import evaluate_bleu, format_report
 
     search = common.search_options(args)
-    model, _, tokenizer = artifacts.load_trained(args.model_dir, weights=args.weights)
+    model, _, tokenizer = artifacts.load_trained(
+        args.model_dir, weights=args.weights, dtype=args.dtype
+    )
     options = dict(data_dir=args.data_dir, limit=args.limit, reverse=args.reverse)
     pairs = list(read_pairs(args.dataset, args.split, **options))
     if not pairs:

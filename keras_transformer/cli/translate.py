@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", default=None, help="UTF-8 text file, one source per line (default: stdin)"
     )
     common.add_search_arguments(parser)
+    common.add_dtype_argument(parser)
     parser.add_argument(
         "--n-best",
         type=int,
@@ -54,7 +55,9 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
     from keras_transformer import artifacts
     from keras_transformer.decoding import Translator
 
-    model, _, tokenizer = artifacts.load_trained(args.model_dir, weights=args.weights)
+    model, _, tokenizer = artifacts.load_trained(
+        args.model_dir, weights=args.weights, dtype=args.dtype
+    )
     translator = Translator(model, tokenizer, search)
     if sampling:
         return lambda lines, progress: translator.sample(
