@@ -184,6 +184,7 @@ class _Search:
         # 2 * beam best are among the 2 * beam best tokens of each beam: select those per
         # row first, then rank the beam * k of them (not beam * vocab).
         k = min(2 * self.beam_size, self.vocab_size)
+        log_probs = tf.reshape(log_probs, [-1, self.vocab_size])  # a static width, whatever fn's
         row_log_probs, row_tokens = top_k_rows(log_probs, k)  # (active * beam, k) each
         row_log_probs = tf.reshape(row_log_probs, [active, self.beam_size, k])
         candidates = state.alive_log_probs[:, :, None] + row_log_probs  # (active, beam, k)
