@@ -19,6 +19,7 @@ import re
 import keras
 
 from keras_transformer.config import TransformerConfig
+from keras_transformer.constants import INFERENCE_DTYPES, check_choice
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.model import build_transformer
 
@@ -29,8 +30,6 @@ FINAL_WEIGHTS = "final.weights.h5"
 LOG_DIR = "logs"
 SUMMARY_FILE = "summary.json"
 _CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)\.weights\.h5$")
-
-INFERENCE_DTYPES = ("float32", "bfloat16")  # load_trained(dtype=...)
 
 
 def path(model_dir: str, name: str) -> str:
@@ -99,8 +98,7 @@ def load_trained(
     weights on loading: an inference path for CPUs with bfloat16 matrix units (AMX,
     AVX512_BF16) and GPUs (benchmarks/README.md, "A bfloat16 inference path").
     """
-    if dtype not in INFERENCE_DTYPES:
-        raise ValueError(f"dtype must be one of {INFERENCE_DTYPES}. Received: dtype={dtype!r}")
+    check_choice("dtype", dtype, INFERENCE_DTYPES)
     config = load_config(model_dir)
     model = build_transformer(config, dtype=dtype)
     restore_weights(model, model_dir, weights)

@@ -13,6 +13,7 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")  # paper, section 3.5 / Table 3 row (E)
 NORM_POSITIONS = ("post", "pre")  # LayerNorm(x + Sublayer(x)) (paper) or x + Sublayer(LN(x))
+INFERENCE_DTYPES = ("float32", "bfloat16")  # artifacts.load_trained(dtype=...), --dtype
 
 
 def check_choice(name: str, value, choices: Sequence):

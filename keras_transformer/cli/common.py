@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from keras_transformer import logging_utils, malloc
 from keras_transformer.config import SearchOptions
+from keras_transformer.constants import INFERENCE_DTYPES
 
 # Errors a user causes (a path that does not exist, a bad flag value, a missing extra): one
 # line and exit status USER_ERROR_STATUS, as argparse does for bad flags. Others are bugs and
@@ -67,11 +68,11 @@ def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype",
         default="float32",
-        choices=("float32", "bfloat16"),
+        choices=INFERENCE_DTYPES,
         help="compute and weight dtype for decoding; bfloat16 pays on CPUs with bfloat16 "
         "matrix units (AMX, AVX512_BF16) and on GPUs (1.7x faster beam search for the base "
-        "model on a 2-core AMX Xeon; slower on CPUs without them), at a small cost in BLEU "
-        "(benchmarks/README.md) (default: %(default)s)",
+        "model on a 2-core AMX Xeon; slower on CPUs without them); the default run's test "
+        "BLEU was the same in both (benchmarks/README.md) (default: %(default)s)",
     )
 
 
