@@ -211,7 +211,7 @@ class SearchOptions:
 
 
 STRATEGIES = ("auto", "mirrored", "one_device", "multi_worker")
-MIXED_PRECISION = ("none", "mixed_bfloat16", "mixed_float16")
+MIXED_PRECISION = ("auto", "none", "mixed_bfloat16", "mixed_float16")
 EVAL_DECODES = ("greedy", "beam")  # how training decodes its dev subset
 FREEZE_CHOICES = ("encoder", "embeddings")  # parts of the model a run may leave untrained
 
@@ -260,7 +260,10 @@ class TrainingConfig:
         strategy: "auto" (MirroredStrategy over all GPUs, else default), "mirrored",
             "one_device", "multi_worker" (TF_CONFIG).
         cpu_replicas: split the CPU into this many logical devices (to test MirroredStrategy).
-        mixed_precision: "none", "mixed_bfloat16" or "mixed_float16".
+        mixed_precision: "auto", "none", "mixed_bfloat16" or "mixed_float16". "auto":
+            "mixed_bfloat16" on a machine without GPUs whose CPU has bfloat16 arithmetic
+            (AVX512_BF16 or AMX: the default command 1.27x faster at the same test BLEU on a
+            2-core AMX Xeon), "none" elsewhere (`training.precision`).
         jit_compile: XLA-compile the train step.
         steps_per_epoch: steps between validation passes and Keras epoch logs (500, with the
             dev BLEU of `eval_every_steps`: a validation pass over the bundled 609 dev pairs
@@ -322,7 +325,7 @@ class TrainingConfig:
     norm_position: str | None = None
     strategy: str = "auto"
     cpu_replicas: int = 0
-    mixed_precision: str = "none"
+    mixed_precision: str = "auto"
     jit_compile: bool = False
     steps_per_epoch: int = 500
     checkpoint_every_steps: int = 100

@@ -26,6 +26,7 @@ from keras_transformer.training.losses import (
     Perplexity,
     TokenCount,
 )
+from keras_transformer.training.precision import resolve_mixed_precision
 from keras_transformer.training.schedule import TransformerSchedule
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -390,6 +391,7 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
     "flags",
     [
         ["--mixed-precision", "mixed_bfloat16"],
+        ["--mixed-precision", "auto"],  # the default, which TINY_TRAIN_FLAGS turns off
         # XLA compiles once per bucket shape: about 100 s on a 2-core CPU (one-layer model).
         pytest.param(["--jit-compile"], marks=pytest.mark.slow),
         # Slow (about 60 s): mirrored_accumulate_2 runs the same two-replica command in the
@@ -398,7 +400,7 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
         pytest.param(["--strategy", "mirrored", "--cpu-replicas", "2"], marks=pytest.mark.slow),
         ["--strategy", "mirrored", "--cpu-replicas", "2", "--accumulate-steps", "2"],
     ],
-    ids=["mixed_bfloat16", "xla", "mirrored_cpu", "mirrored_accumulate_2"],
+    ids=["mixed_bfloat16", "auto", "xla", "mirrored_cpu", "mirrored_accumulate_2"],
 )
 def test_training_flags_run_end_to_end(tmp_path, flags):
     tsv = tmp_path / "pairs.tsv"
@@ -419,6 +421,10 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     names = [f"ckpt-{step:08d}.weights.h5" for step in (2, 4)]
     assert summary["averaged_checkpoints"] == names  # checkpoints count updates too
     assert summary["replicas"] == (2 if "--cpu-replicas" in flags else 1)
+    # The policy trained under: "auto" is mixed_bfloat16 on a CPU with bfloat16 arithmetic
+    # (no GPU here), float32 elsewhere; TINY_TRAIN_FLAGS's "none" is float32.
+    policy = resolve_mixed_precision(flags[1], 0) if "--mixed-precision" in flags else "none"
+    assert summary["dtype_policy"] == ("float32" if policy == "none" else policy)
     assert all(np.isfinite(summary["history"]["loss"]))
     from keras_transformer.data.corpus import read_pairs
 

@@ -37,9 +37,11 @@ PARENT_SIZES = [*TINY_TRAIN_FLAGS, "--max-length", "32"]
 
 def command(tsv, model_dir, *flags, steps):
     """A training command without dev BLEU, test evaluation or export; the loss of every step
-    goes to TensorBoard (`step_scalars`)."""
+    goes to TensorBoard (`step_scalars`). Float32 on every machine: losses are compared with
+    a float32 recomputation (`first_batch_loss`)."""
     return [
         sys.executable, TRAIN, "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir),
+        "--mixed-precision", "none",
         "--batch-tokens", "256", "--train-steps", str(steps), "--steps-per-epoch", "6",
         "--checkpoint-every-steps", "6", "--keep-checkpoints", "1", "--average-last", "1",
         "--eval-limit", "0", "--export-dir", "none", "--eval-every-steps", "0",

@@ -58,6 +58,7 @@ from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
     SkipNonFiniteAdam,
     check_finite,
 )
+from keras_transformer.training.precision import resolve_mixed_precision
 from keras_transformer.training.schedule import TransformerSchedule
 
 logger = logging.getLogger("keras_transformer")
@@ -223,8 +224,12 @@ def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(cfg.seed)  # before any tokenizer exists: reseeding drops it
-    if cfg.mixed_precision != "none":
-        keras.mixed_precision.set_dtype_policy(cfg.mixed_precision)
+    policy = resolve_mixed_precision(
+        cfg.mixed_precision, len(tf.config.list_physical_devices("GPU"))
+    )
+    logger.info("Dtype policy: %s (--mixed-precision %s)", policy, cfg.mixed_precision)
+    if policy != "none":
+        keras.mixed_precision.set_dtype_policy(policy)
     return strategy, is_chief(strategy)
 
 
@@ -277,6 +282,7 @@ def train(
         "model": cfg.model,
         "parameters": model.count_params(),
         "replicas": replicas,
+        "dtype_policy": keras.config.dtype_policy().name,
         "chief": chief,
         "resumed_from_step": start_step,
         "init_from": cfg.init_from,

@@ -1,0 +1,46 @@
+"""The training run's Keras dtype policy, `TrainingConfig.mixed_precision`, with "auto" resolved.
+
+"auto" picks "mixed_bfloat16" on a machine without GPUs whose CPU has bfloat16 arithmetic
+(the `avx512_bf16` or `amx_bf16` flag of /proc/cpuinfo: oneDNN then runs the matrix products
+in bfloat16), and "none" (float32) everywhere else. Measured on a 2-core AMX Xeon, the default
+command (`quick`, 2000 steps): 4868 against 3837 target tokens/s inside the steps (1.27x) with
+the same test BLEU (19.71 against 19.73); benchmarks/README.md, "bfloat16 training on an AMX
+CPU". Without those flags TensorFlow emulates bfloat16 and nothing is gained (AVX2 VM:
+`train_benchmark.py`, no faster), and GPUs were not measured, so they keep float32.
+"""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger("keras_transformer")
+
+# /proc/cpuinfo flags of x86 CPUs with bfloat16 dot products (AVX512_BF16) or tiles (AMX).
+BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
+    """The first processor's feature flags, or an empty set where there is no such file
+    (macOS, Windows) or it names none."""
+    try:
+        with open(cpuinfo_path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return set(value.split())
+    except OSError:
+        pass
+    return set()
+
+
+def resolve_mixed_precision(name: str, num_gpus: int, flags: set[str] | None = None) -> str:
+    """The policy to set for `TrainingConfig.mixed_precision=name`: `name` itself unless it
+    is "auto"; then "mixed_bfloat16" for a CPU-only machine whose CPU has one of
+    `BFLOAT16_CPU_FLAGS`, else "none". `flags` defaults to this machine's `cpu_flags()`."""
+    if name != "auto":
+        return name
+    if num_gpus:
+        return "none"
+    flags = cpu_flags() if flags is None else flags
+    found = sorted(flag for flag in BFLOAT16_CPU_FLAGS if flag in flags)
+    return "mixed_bfloat16" if found else "none"

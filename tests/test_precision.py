@@ -1,0 +1,52 @@
+"""The training dtype policy's "auto" choice (`keras_transformer.training.precision`)."""
+
+import pytest
+
+from keras_transformer.config import TrainingConfig
+from keras_transformer.training.precision import cpu_flags, resolve_mixed_precision
+
+AVX2 = {"fpu", "sse2", "avx", "avx2", "fma"}
+AVX512_BF16 = AVX2 | {"avx512f", "avx512_bf16"}
+AMX = AVX2 | {"avx512f", "amx_tile", "amx_bf16", "amx_int8"}
+
+
+@pytest.mark.parametrize(
+    "flags, num_gpus, expected",
+    [
+        (AVX2, 0, "none"),  # bfloat16 would be emulated: no gain
+        (AVX512_BF16, 0, "mixed_bfloat16"),
+        (AMX, 0, "mixed_bfloat16"),
+        (AMX, 1, "none"),  # GPUs were not measured: float32
+        (set(), 0, "none"),  # no /proc/cpuinfo (macOS, Windows)
+    ],
+)
+def test_auto_picks_bfloat16_only_for_a_gpu_less_cpu_with_bfloat16_arithmetic(
+    flags, num_gpus, expected
+):
+    assert resolve_mixed_precision("auto", num_gpus, flags) == expected
+
+
+@pytest.mark.parametrize("name", ["none", "mixed_bfloat16", "mixed_float16"])
+def test_an_explicit_policy_is_kept_whatever_the_machine(name):
+    for flags, num_gpus in ((AVX2, 0), (AMX, 0), (AMX, 2)):
+        assert resolve_mixed_precision(name, num_gpus, flags) == name
+
+
+def test_cpu_flags_reads_the_first_processor_of_x86_and_arm_cpuinfo(tmp_path):
+    x86 = tmp_path / "x86"
+    x86.write_text(
+        "processor\t: 0\nmodel name\t: Some Xeon\nflags\t\t: fpu avx2 amx_bf16 avx512_bf16\n\n"
+        "processor\t: 1\nflags\t\t: fpu\n"
+    )
+    assert cpu_flags(str(x86)) == {"fpu", "avx2", "amx_bf16", "avx512_bf16"}
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd bf16\n")
+    assert cpu_flags(str(arm)) == {"fp", "asimd", "bf16"}
+    assert resolve_mixed_precision("auto", 0, cpu_flags(str(arm))) == "none"  # not measured
+    assert cpu_flags(str(tmp_path / "missing")) == set()
+
+
+def test_training_config_defaults_to_auto_and_names_a_bad_policy():
+    assert TrainingConfig().mixed_precision == "auto"
+    with pytest.raises(ValueError, match="mixed_precision='bfloat16'"):
+        TrainingConfig(mixed_precision="bfloat16")
