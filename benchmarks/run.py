@@ -8,7 +8,8 @@
 
 train: target tokens/s of full steps (forward, label-smoothed loss, backward, Adam update
 with the paper's schedule) of ours, TF Model Garden's Seq2SeqTransformer and PyTorch's
-nn.Transformer. decode: output tokens/s (sources x steps / s) of beam search with exactly
+nn.Transformer, and of ours ("mixed_bfloat16") and PyTorch (bfloat16 autocast) in bfloat16
+with --with-peers. decode: output tokens/s (sources x steps / s) of beam search with exactly
 --length output tokens (EOS suppressed): ours, Model Garden, CTranslate2 (float32 and int8,
 our same random model converted). scaling: ours and CTranslate2 at forced output lengths
 16-256 (cost per token relative to 16), and our exported serving signature at batch 8 vs 64

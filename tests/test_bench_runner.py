@@ -102,3 +102,24 @@ def test_our_bfloat16_decode_keeps_the_float32_model_and_the_forced_length(bench
     run, parameters = ours.make_decode_bfloat16(spec, model)
     assert run().tolist() == [11, 11, 11] and parameters == model.count_params()
     assert {str(w.dtype) for w in model.weights} == {"float32"}  # the float32 model untouched
+
+
+def test_our_bfloat16_training_restores_the_global_policy_and_trains(bench):
+    import keras
+    from peers import ours
+
+    spec = _spec("quick").replace(batch=4, steps=1)
+    run, parameters = ours.make_train_bfloat16(spec)
+    assert keras.config.dtype_policy().name == "float32"  # the global policy restored
+    run(2)  # traced after the restore: the layers keep their own policy
+    _, float32_parameters = ours.make_train(spec)
+    assert parameters == float32_parameters
+
+
+def test_pytorch_bfloat16_peer_trains_with_our_parameter_count(bench, our_counts):
+    pytest.importorskip("torch")
+    from peers import pytorch_nmt
+
+    run, parameters = pytorch_nmt.make_train(_spec("quick").replace(batch=4), bfloat16=True)
+    run(2)
+    assert parameters == our_counts["quick"]

@@ -19,6 +19,9 @@ TRAIN = {
     ours.NAME: ours.make_train,
     model_garden.NAME: model_garden.make_train,
     pytorch_nmt.NAME: pytorch_nmt.make_train,
+    # Training in bfloat16 (pays on CPUs with AVX512_BF16 or AMX, and on GPUs)
+    ours.NAME_BFLOAT16: ours.make_train_bfloat16,
+    pytorch_nmt.NAME_BFLOAT16: functools.partial(pytorch_nmt.make_train, bfloat16=True),
 }
 DECODE = {
     ours.NAME: ours.make_decode,

@@ -8,7 +8,7 @@ import numpy as np
 from peers.spec import Spec, decode_sources, train_batch
 
 NAME = "keras-transformer"
-NAME_BFLOAT16 = "keras-transformer-bfloat16"  # decoding only
+NAME_BFLOAT16 = "keras-transformer-bfloat16"
 
 
 def build_model(spec: Spec, seed: int = 0):
@@ -45,6 +45,20 @@ def make_train(spec: Spec):
         model.fit(data, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0)
 
     return run, model.count_params()
+
+
+def make_train_bfloat16(spec: Spec):
+    """`make_train` under the "mixed_bfloat16" policy, as `--mixed-precision auto` trains on a
+    CPU with bfloat16 arithmetic: the model and `compile_model` see the policy, which is then
+    restored (layers keep theirs; variables, logits and loss stay float32)."""
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        return make_train(spec)
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def make_decode(spec: Spec, model):

@@ -17,6 +17,7 @@ import os
 from peers.spec import Spec, train_batch
 
 NAME = "pytorch"
+NAME_BFLOAT16 = "pytorch-bfloat16"
 
 
 def sinusoid(length: int, d_model: int):
@@ -84,8 +85,10 @@ def count_params(config) -> int:
     return sum(p.numel() for p in build(config).parameters())
 
 
-def make_train(spec: Spec):
-    """`(run(steps), parameters)`: forward, loss, backward, Adam step and schedule step."""
+def make_train(spec: Spec, bfloat16: bool = False):
+    """`(run(steps), parameters)`: forward, loss, backward, Adam step and schedule step;
+    `bfloat16`: forward and loss under `torch.autocast("cpu", torch.bfloat16)` (float32
+    weights and optimizer, like Keras' "mixed_bfloat16")."""
     import torch
     import torch.nn.functional as F
 
@@ -105,11 +108,12 @@ def make_train(spec: Spec):
 
     def run(steps: int) -> None:
         for _ in range(steps):
-            logits = model(batch["source"], batch["target"])  # (batch, len, vocab)
-            loss = F.cross_entropy(
-                logits.reshape(-1, config.vocab_size), batch["labels"].reshape(-1),
-                ignore_index=config.pad_id, label_smoothing=config.label_smoothing,
-            )  # fmt: skip
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
+                logits = model(batch["source"], batch["target"])  # (batch, len, vocab)
+                loss = F.cross_entropy(
+                    logits.reshape(-1, config.vocab_size).float(), batch["labels"].reshape(-1),
+                    ignore_index=config.pad_id, label_smoothing=config.label_smoothing,
+                )  # fmt: skip
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
