@@ -42,5 +42,4 @@ def resolve_mixed_precision(name: str, num_gpus: int, flags: set[str] | None = N
     if num_gpus:
         return "none"
     flags = cpu_flags() if flags is None else flags
-    found = sorted(flag for flag in BFLOAT16_CPU_FLAGS if flag in flags)
-    return "mixed_bfloat16" if found else "none"
+    return "mixed_bfloat16" if any(flag in flags for flag in BFLOAT16_CPU_FLAGS) else "none"
