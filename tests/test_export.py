@@ -511,9 +511,11 @@ def test_export_builds_float32_model_under_a_mixed_policy(model_dir, tmp_path, m
     import keras
 
     seen = []
+    load_trained = artifacts.load_trained
 
-    def fake_load_trained(directory, weights=None):
-        seen.append(keras.config.dtype_policy().name)
+    def fake_load_trained(*args, **kwargs):  # the real load, then the model's policies
+        model = load_trained(*args, **kwargs)[0]
+        seen.append({layer.dtype_policy.name for layer in [model, *model._flatten_layers()]})
         raise RuntimeError("stop after loading")
 
     monkeypatch.setattr(artifacts, "load_trained", fake_load_trained)
@@ -524,4 +526,4 @@ def test_export_builds_float32_model_under_a_mixed_policy(model_dir, tmp_path, m
         assert keras.config.dtype_policy().name == "mixed_float16"  # restored
     finally:
         keras.config.set_dtype_policy("float32")
-    assert seen == ["float32"]
+    assert seen == [{"float32"}]

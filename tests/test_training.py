@@ -423,7 +423,8 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     assert summary["replicas"] == (2 if "--cpu-replicas" in flags else 1)
     # The policy trained under: "auto" is mixed_bfloat16 on a CPU with bfloat16 arithmetic
     # (no GPU here), float32 elsewhere; TINY_TRAIN_FLAGS's "none" is float32.
-    policy = resolve_mixed_precision(flags[1], 0) if "--mixed-precision" in flags else "none"
+    given = flags[flags.index("--mixed-precision") + 1] if "--mixed-precision" in flags else "none"
+    policy = resolve_mixed_precision(given, 0)
     assert summary["dtype_policy"] == ("float32" if policy == "none" else policy)
     assert all(np.isfinite(summary["history"]["loss"]))
     from keras_transformer.data.corpus import read_pairs

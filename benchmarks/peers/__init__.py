@@ -20,7 +20,7 @@ TRAIN = {
     model_garden.NAME: model_garden.make_train,
     pytorch_nmt.NAME: pytorch_nmt.make_train,
     # Training in bfloat16 (pays on CPUs with AVX512_BF16 or AMX, and on GPUs)
-    ours.NAME_BFLOAT16: ours.make_train_bfloat16,
+    ours.NAME_BFLOAT16: functools.partial(ours.make_train, dtype="mixed_bfloat16"),
     pytorch_nmt.NAME_BFLOAT16: functools.partial(pytorch_nmt.make_train, bfloat16=True),
 }
 DECODE = {

@@ -11,24 +11,28 @@ NAME = "keras-transformer"
 NAME_BFLOAT16 = "keras-transformer-bfloat16"
 
 
-def build_model(spec: Spec, seed: int = 0):
-    """Our `Transformer` of `spec`'s sizes with random weights (decoding; CTranslate2's source)."""
+def build_model(spec: Spec, seed: int = 0, dtype: str | None = None):
+    """Our `Transformer` of `spec`'s sizes with random weights (decoding; CTranslate2's
+    source), under the Keras dtype policy `dtype` (default: the global one)."""
     import keras
 
     from keras_transformer.model import build_transformer
 
     keras.utils.set_random_seed(seed)
-    return build_transformer(spec.model_config())
+    return build_transformer(spec.model_config(), dtype=dtype)
 
 
-def make_train(spec: Spec):
+def make_train(spec: Spec, dtype: str | None = None):
     """`(run(steps), parameters)`: `model.fit` steps with the pipeline's `compile_model`
-    (its optimizer, loss and metrics), on one fixed batch fed by `tf.data`."""
+    (its optimizer, loss and metrics), on one fixed batch fed by `tf.data`. `dtype`
+    "mixed_bfloat16": the layers compute in bfloat16, as `--mixed-precision auto` trains on a
+    CPU with bfloat16 arithmetic (variables, logits, loss and optimizer stay float32, which
+    do not depend on the global policy)."""
     import tensorflow as tf
 
     from keras_transformer.training.trainer import compile_model
 
-    model = build_model(spec)
+    model = build_model(spec, dtype=dtype)
     compile_model(model, model.config, spec.training_config())
     batch = train_batch(spec)
     inputs = {"source": batch["source"], "target": batch["target"]}
@@ -45,20 +49,6 @@ def make_train(spec: Spec):
         model.fit(data, epochs=1, steps_per_epoch=steps, shuffle=False, verbose=0)
 
     return run, model.count_params()
-
-
-def make_train_bfloat16(spec: Spec):
-    """`make_train` under the "mixed_bfloat16" policy, as `--mixed-precision auto` trains on a
-    CPU with bfloat16 arithmetic: the model and `compile_model` see the policy, which is then
-    restored (layers keep theirs; variables, logits and loss stay float32)."""
-    import keras
-
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    try:
-        return make_train(spec)
-    finally:
-        keras.config.set_dtype_policy(previous)
 
 
 def make_decode(spec: Spec, model):

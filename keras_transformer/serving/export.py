@@ -310,21 +310,6 @@ def save_module(
     return final_dir
 
 
-def _load_float32(model_dir: str, weights: str | None):
-    """`artifacts.load_trained` under the float32 policy, whatever the process's policy is
-    (the training pipeline exports in the process that may have trained in mixed precision)."""
-    import keras
-
-    from keras_transformer import artifacts
-
-    policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    try:
-        return artifacts.load_trained(model_dir, weights)
-    finally:
-        keras.config.set_dtype_policy(policy)
-
-
 def export_savedmodel(
     model_dir: str,
     export_base: str,
@@ -363,7 +348,11 @@ def export_savedmodel(
         raise ImportError(
             'Export needs tensorflow-serving-api: pip install -e ".[serving]"'
         ) from error
-    model, _, tokenizer = _load_float32(model_dir, weights)
+    from keras_transformer import artifacts
+
+    # float32 whatever the process's policy (the training pipeline exports in the process
+    # that may have trained in mixed precision): load_trained builds under its own dtype.
+    model, _, tokenizer = artifacts.load_trained(model_dir, weights, dtype="float32")
     translator = make_translator(model, tokenizer, search, jit_compile)
     module = TranslationModule(translator, model, tokenizer, n_best)
     return save_module(module, export_base, model_name, version, check_ops)

@@ -11,10 +11,6 @@ CPU". Without those flags TensorFlow emulates bfloat16 and nothing is gained (AV
 
 from __future__ import annotations
 
-import logging
-
-logger = logging.getLogger("keras_transformer")
-
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 dot products (AVX512_BF16) or tiles (AMX).
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
