@@ -100,7 +100,8 @@ def run(args) -> dict:
     from keras_transformer.training.schedule import TransformerSchedule
 
     config = TransformerConfig.preset(args.config, args.vocab_size, max_length=args.length)
-    model = build_transformer(config)
+    dtype = args.dtype or None
+    model = build_transformer(config, dtype=dtype)
     rng = np.random.default_rng(0)
     ids = rng.integers(4, args.vocab_size, size=(args.batch, args.length)).astype("int32")
     inputs = {"source": tf.constant(ids), "target": tf.constant(ids)}
@@ -116,10 +117,10 @@ def run(args) -> dict:
     from keras_transformer.config import TrainingConfig
     from keras_transformer.training.trainer import compile_model
 
-    fit_model = build_transformer(config)
+    fit_model = build_transformer(config, dtype=dtype)
     compile_model(fit_model, config, TrainingConfig(jit_compile=False))
     parts["fit step"] = lambda: fit_model.train_on_batch(inputs, labels)
-    bare_model = build_transformer(config)  # the same step without the token metrics
+    bare_model = build_transformer(config, dtype=dtype)  # the same step without the token metrics
     compile_model(bare_model, config, TrainingConfig(jit_compile=False))
     bare_model.compile(optimizer=bare_model.optimizer, loss=bare_model.loss)
     parts["fit step, no metrics"] = lambda: bare_model.train_on_batch(inputs, labels)
@@ -149,6 +150,7 @@ def run(args) -> dict:
         "keras": keras.__version__,
         "config": args.config,
         "vocab_size": args.vocab_size,
+        "dtype": dtype or keras.config.dtype_policy().name,
         "parameters": model.count_params(),
         "batch": [args.batch, args.length],
         "seconds": {k: round(v, 4) for k, v in medians.items()},
@@ -187,6 +189,11 @@ def main(argv=None) -> None:
     parser.add_argument("--vocab-size", type=int, default=32000, help="shared vocabulary size")
     parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
     parser.add_argument("--length", type=int, default=32, help="tokens per sentence, each side")
+    parser.add_argument(
+        "--dtype",
+        default="",
+        help="Keras dtype policy of the models, e.g. mixed_bfloat16 (default: the global one)",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds over the parts")
     parser.add_argument("--trace-dir", default="", help="also write a TF profiler trace here")
     parser.add_argument("--json", default="", help="also write the result to this file")
