@@ -60,6 +60,9 @@ VARIANTS = {
     "f_cd1400": "--train-steps 1400 --cooldown-steps 500",
     "f_cd2000": "--cooldown-steps 600",
     "f_v2000": "--vocab-size 2000",
+    # the full budget at 0.7x the learning rate, and without label smoothing (AMX Xeon, bf16)
+    "f_lr07": "--learning-rate-scale 0.7",
+    "f_ls0": "--label-smoothing 0",
     "t_tiny_fp32": "--config tiny --train-steps 200 --eval-limit 0",
     "t_tiny_xla": "--config tiny --train-steps 200 --eval-limit 0 --jit-compile",
     "t_tiny_bf16": "--config tiny --train-steps 200 --eval-limit 0 --mixed-precision "

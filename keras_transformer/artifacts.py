@@ -7,6 +7,7 @@ MODEL_DIR/
   final.weights.h5       the final (averaged) weights, written at the end of training
   logs/                  TensorBoard event files
   summary.json           figures of the finished run
+  training_config.json   the run's TrainingConfig (training.preflight)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 
 import keras
 
-from keras_transformer.config import TransformerConfig
+from keras_transformer.config import SearchOptions, TransformerConfig, eval_alpha_for
 from keras_transformer.constants import INFERENCE_DTYPES, check_choice
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.model import build_transformer
@@ -29,6 +30,7 @@ CHECKPOINT_DIR = "checkpoints"
 FINAL_WEIGHTS = "final.weights.h5"
 LOG_DIR = "logs"
 SUMMARY_FILE = "summary.json"
+RUN_CONFIG_FILE = "training_config.json"
 _CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)\.weights\.h5$")
 
 
@@ -48,6 +50,20 @@ def load_config(model_dir: str) -> TransformerConfig:
         raise FileNotFoundError(f"No {CONFIG_FILE} in model_dir={model_dir!r}: not a trained model")
     with open(config_path) as f:
         return TransformerConfig.from_dict(json.load(f))
+
+
+def run_eval_alpha(model_dir: str) -> float:
+    """The length penalty alpha the run in `model_dir` evaluated and exported with: its
+    training_config.json's `eval_alpha`, or `eval_alpha_for` its preset; the paper's 0.6 for
+    a model directory without that file (a model trained elsewhere)."""
+    run_file = path(model_dir, RUN_CONFIG_FILE)
+    if not os.path.exists(run_file):
+        return SearchOptions.alpha
+    with open(run_file) as f:
+        run = json.load(f)
+    if run.get("eval_alpha") is not None:
+        return float(run["eval_alpha"])
+    return eval_alpha_for(run.get("model", ""))
 
 
 def checkpoint_path(directory: str, step: int) -> str:

@@ -53,3 +53,73 @@ def test_train_command_defaults_to_quick():
     assert train.training_config(parser.parse_args(["--config", "tiny"])).model == "tiny"
     with pytest.raises(SystemExit):
         parser.parse_args(["--config", "huge"])
+
+
+def test_quick_runs_evaluate_with_their_own_length_penalty():
+    from keras_transformer.config import QUICK_EVAL_ALPHA, SearchOptions
+
+    paper = SearchOptions().alpha
+    assert paper == 0.6 and QUICK_EVAL_ALPHA == 1.2
+    assert TrainingConfig().eval_alpha is None
+    assert TrainingConfig().eval_search() == SearchOptions(alpha=QUICK_EVAL_ALPHA)
+    for model in ("tiny", "base", "big"):  # the paper's presets keep the paper's inference
+        assert TrainingConfig(model=model).eval_search() == SearchOptions()
+    given = TrainingConfig(eval_alpha=0.3, eval_beam_size=2).eval_search()
+    assert (given.alpha, given.beam_size) == (0.3, 2)
+    assert TrainingConfig(model="base", eval_alpha=1.0).eval_search().alpha == 1.0
+    with pytest.raises(ValueError, match="eval_alpha='high'"):
+        TrainingConfig(eval_alpha="high")
+
+
+@pytest.mark.parametrize(
+    "run, expected",
+    [
+        (None, 0.6),  # a model directory without training_config.json (trained elsewhere)
+        ({"model": "quick", "eval_alpha": None}, 1.2),
+        ({"model": "base", "eval_alpha": None}, 0.6),
+        ({"model": "quick", "eval_alpha": 0.6}, 0.6),  # quick runs from before the change
+        ({"model": "tiny", "eval_alpha": 0.9}, 0.9),
+    ],
+)
+def test_commands_default_to_the_alpha_of_the_run_they_load(tmp_path, run, expected):
+    import json
+
+    from keras_transformer import artifacts
+    from keras_transformer.cli import common, evaluate
+
+    if run is not None:
+        (tmp_path / artifacts.RUN_CONFIG_FILE).write_text(json.dumps(run))
+    assert artifacts.run_eval_alpha(str(tmp_path)) == expected
+    parser = evaluate.build_parser()
+    args = parser.parse_args(["--model-dir", str(tmp_path)])
+    assert common.search_options(args).alpha == expected
+    given = parser.parse_args(["--model-dir", str(tmp_path), "--alpha", "0.25"])
+    assert common.search_options(given).alpha == 0.25
+
+
+def test_train_command_exports_with_the_evaluated_search(monkeypatch):
+    """The train command's export translates with the beam and alpha its test BLEU used."""
+    from keras_transformer.cli import train
+    from keras_transformer.serving import export
+
+    seen = {}
+    monkeypatch.setattr(export, "export_savedmodel", lambda *a, **k: seen.update(k) or "EXPORTED")
+    cfg = train.training_config(train.build_parser().parse_args(["--eval-beam-size", "3"]))
+    monkeypatch.setattr(train, "training_config", lambda args: cfg)
+    monkeypatch.setattr(train, "final_weights", lambda cfg: "W")
+    monkeypatch.setattr(train, "_finish_summary", lambda cfg, summary, weights: {})
+    monkeypatch.setattr(
+        "keras_transformer.training.trainer.train",
+        lambda cfg, callbacks: {
+            "chief": True,
+            "steps": 1,
+            "train_seconds": 1.0,
+            "tokens_per_sec": 1.0,
+            "step_seconds": 1.0,
+        },  # fmt: skip
+    )
+    monkeypatch.setattr(train, "dev_bleu_callbacks", lambda cfg: [])
+    args = train.build_parser().parse_args(["--export-dir", "/tmp/unused"])
+    assert train.train(args) == 0
+    assert seen["search"] == cfg.eval_search()
+    assert (seen["search"].alpha, seen["search"].beam_size) == (1.2, 3)

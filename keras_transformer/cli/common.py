@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from keras_transformer import logging_utils, malloc
-from keras_transformer.config import SearchOptions
+from keras_transformer.config import QUICK_EVAL_ALPHA, SearchOptions
 from keras_transformer.constants import INFERENCE_DTYPES
 
 # Errors a user causes (a path that does not exist, a bad flag value, a missing extra): one
@@ -78,7 +78,8 @@ def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """`--beam-size`, `--alpha`, `--max-extra-length`, defaulting to `SearchOptions()` (the
-    paper's inference settings); `search_options(args)` turns them back into one."""
+    paper's inference settings) except `--alpha`: the run's (`artifacts.run_eval_alpha`);
+    `search_options(args)` turns them back into one."""
     defaults = SearchOptions()
     parser.add_argument(
         "--beam-size",
@@ -89,8 +90,10 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--alpha",
         type=float,
-        default=defaults.alpha,
-        help="length penalty exponent (default: %(default)s, the paper's)",
+        default=None,
+        help="length penalty exponent (default: the alpha the run in --model-dir was "
+        f"evaluated with: {QUICK_EVAL_ALPHA} for the quick preset, else the paper's "
+        f"{defaults.alpha})",
     )
     parser.add_argument(
         "--max-extra-length",
@@ -103,9 +106,13 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
 def search_options(args: argparse.Namespace, **changes) -> SearchOptions:
     """The `SearchOptions` of the flags of `add_search_arguments`, with `changes` on top
     (a bad value raises a ValueError that names it)."""
-    values = dict(
-        beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length
-    )
+    alpha = args.alpha
+    if alpha is None:
+        from keras_transformer import artifacts
+
+        model_dir = getattr(args, "model_dir", None)
+        alpha = artifacts.run_eval_alpha(model_dir) if model_dir else SearchOptions.alpha
+    values = dict(beam_size=args.beam_size, alpha=alpha, max_extra_length=args.max_extra_length)
     return SearchOptions(**{**values, **changes})
 
 

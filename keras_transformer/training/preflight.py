@@ -21,7 +21,7 @@ from keras_transformer.data import corpus
 from keras_transformer.training import distribute
 
 logger = logging.getLogger("keras_transformer")
-RUN_CONFIG_FILE = "training_config.json"
+RUN_CONFIG_FILE = artifacts.RUN_CONFIG_FILE
 # Fields that fix the vocabulary (spm.model): another value needs another model_dir. `dataset`
 # is the whole training spec (text:SRC,TGT files, a mix with its weights); dev_dataset and
 # test_dataset train nothing and may change; `reverse` is checked on its own (same vocabulary,
