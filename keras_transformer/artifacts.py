@@ -52,18 +52,24 @@ def load_config(model_dir: str) -> TransformerConfig:
         return TransformerConfig.from_dict(json.load(f))
 
 
+def load_run_config(model_dir: str) -> dict | None:
+    """The run's `training_config.json` as written (`TrainingConfig` fields of the version
+    that trained it), or None where there is none (a model trained elsewhere)."""
+    run_file = path(model_dir, RUN_CONFIG_FILE)
+    if not os.path.isfile(run_file):
+        return None
+    with open(run_file) as f:
+        return json.load(f)
+
+
 def run_eval_alpha(model_dir: str) -> float:
     """The length penalty alpha the run in `model_dir` evaluated and exported with: its
     training_config.json's `eval_alpha`, or `eval_alpha_for` its preset; the paper's 0.6 for
     a model directory without that file (a model trained elsewhere)."""
-    run_file = path(model_dir, RUN_CONFIG_FILE)
-    if not os.path.exists(run_file):
+    run = load_run_config(model_dir)
+    if run is None:
         return SearchOptions.alpha
-    with open(run_file) as f:
-        run = json.load(f)
-    if run.get("eval_alpha") is not None:
-        return float(run["eval_alpha"])
-    return eval_alpha_for(run.get("model", ""))
+    return float(eval_alpha_for(run.get("model", ""), run.get("eval_alpha")))
 
 
 def checkpoint_path(directory: str, step: int) -> str:

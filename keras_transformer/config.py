@@ -161,15 +161,19 @@ class TransformerConfig:
 
 
 # The quick preset's length penalty: its ten-minute models end hypotheses early (brevity
-# penalty 0.89 on the dev split at the paper's 0.6). On the dev split of three quick runs,
-# alpha 0.6 / 1.0 / 1.2 / 1.4 gave BLEU 21.17 / 21.58 / 22.11 / 19.18 (benchmarks/README.md,
-# "Length penalty of the quick preset"); above 1.2 hypotheses run 12-17% long.
+# penalty 0.89 on the dev split at the paper's 0.6). On the dev split, the default run's
+# alpha 0.6 / 1.0 / 1.2 / 1.4 gave BLEU 21.17 / 21.58 / 22.11 / 19.18, and two other quick
+# runs peaked at 1.2 too (benchmarks/README.md, "The quick preset's length penalty, and two
+# recipe changes at the full budget"); above 1.2 hypotheses run 12-17% long.
 QUICK_EVAL_ALPHA = 1.2
 
 
-def eval_alpha_for(model: str) -> float:
-    """The length penalty alpha a run of preset `model` evaluates and exports with unless
-    told otherwise: `QUICK_EVAL_ALPHA` for "quick", the paper's 0.6 for every other preset."""
+def eval_alpha_for(model: str, eval_alpha: float | None = None) -> float:
+    """The length penalty alpha a run of preset `model` evaluates and exports with:
+    `eval_alpha` if given, else `QUICK_EVAL_ALPHA` for "quick" and the paper's 0.6 for every
+    other preset."""
+    if eval_alpha is not None:
+        return eval_alpha
     return QUICK_EVAL_ALPHA if model == "quick" else SearchOptions.alpha
 
 
@@ -455,7 +459,7 @@ class TrainingConfig:
     def eval_search(self) -> SearchOptions:
         """The beam search of the run's evaluations and export (`eval_beam_size`,
         `eval_alpha`; None: `eval_alpha_for(model)`)."""
-        alpha = eval_alpha_for(self.model) if self.eval_alpha is None else self.eval_alpha
+        alpha = eval_alpha_for(self.model, self.eval_alpha)
         return SearchOptions(beam_size=self.eval_beam_size, alpha=alpha)
 
     def split_dataset(self, split: str) -> tuple[str, str]:

@@ -110,8 +110,7 @@ def search_options(args: argparse.Namespace, **changes) -> SearchOptions:
     if alpha is None:
         from keras_transformer import artifacts
 
-        model_dir = getattr(args, "model_dir", None)
-        alpha = artifacts.run_eval_alpha(model_dir) if model_dir else SearchOptions.alpha
+        alpha = artifacts.run_eval_alpha(args.model_dir)
     values = dict(beam_size=args.beam_size, alpha=alpha, max_extra_length=args.max_extra_length)
     return SearchOptions(**{**values, **changes})
 

@@ -69,7 +69,7 @@ def check_same_run(cfg: TrainingConfig, vocab_size: int | None = None) -> None:
         cfg: the requested run.
         vocab_size: the tokenizer's real vocabulary size if known (else config.json's).
     """
-    saved_run = _read_json(artifacts.path(cfg.model_dir, RUN_CONFIG_FILE))
+    saved_run = artifacts.load_run_config(cfg.model_dir)
     if saved_run is not None:
         for name in VOCABULARY_FIELDS:
             if saved_run.get(name) != getattr(cfg, name):

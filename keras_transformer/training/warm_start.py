@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
-import json
 import logging
 import os
 import shutil
@@ -28,7 +27,6 @@ import numpy as np
 
 from keras_transformer import artifacts, constants
 from keras_transformer.config import TrainingConfig, TransformerConfig
-from keras_transformer.training.preflight import RUN_CONFIG_FILE
 
 logger = logging.getLogger("keras_transformer")
 # TrainingConfig fields that override a preset's sizes (None: the preset's).
@@ -80,12 +78,9 @@ def parent_run(init_from: str) -> Parent:
                 f"init_from needs {required}, which does not exist{why}. "
                 f"Received: init_from={init_from!r}"
             )
-    run_file = artifacts.path(run_dir, RUN_CONFIG_FILE)
-    run = None
-    if os.path.isfile(run_file):
-        with open(run_file) as f:
-            run = json.load(f)
-    return Parent(run_dir, weights, artifacts.load_config(run_dir), run)
+    return Parent(
+        run_dir, weights, artifacts.load_config(run_dir), artifacts.load_run_config(run_dir)
+    )
 
 
 def piece_count(vocab: str) -> int:
@@ -210,11 +205,10 @@ def _inherit(cfg: TrainingConfig, parent: Parent) -> TrainingConfig:
 def _check_freeze_unchanged(cfg: TrainingConfig) -> None:
     """A run resumes only with the `freeze` its checkpoints were trained with (the optimizer
     holds state for the trained weights only)."""
-    run_file = artifacts.path(cfg.model_dir, RUN_CONFIG_FILE)
-    if not os.path.isfile(run_file) or artifacts.latest_checkpoint(cfg.model_dir) is None:
+    run = artifacts.load_run_config(cfg.model_dir)
+    if run is None or artifacts.latest_checkpoint(cfg.model_dir) is None:
         return
-    with open(run_file) as f:
-        saved = json.load(f).get("freeze")
+    saved = run.get("freeze")
     if saved != cfg.freeze:
         raise ValueError(
             f"model_dir={cfg.model_dir!r} holds checkpoints trained with freeze={saved!r}, "
