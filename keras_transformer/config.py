@@ -177,6 +177,22 @@ def eval_alpha_for(model: str, eval_alpha: float | None = None) -> float:
     return QUICK_EVAL_ALPHA if model == "quick" else SearchOptions.alpha
 
 
+# The quick preset's wall-clock limit on training (`model.fit`, evaluations included): the
+# default command must train in at most ten minutes on a 2-core CPU whatever its speed. At
+# 9.5 minutes, the few seconds after the stop (last dev evaluation, validation pass,
+# checkpoint) stay inside ten. On the AMX Xeon the default run's 2000 steps fit inside it; a
+# slower CPU stops earlier, with fewer steps (benchmarks/README.md, "A ten-minute limit").
+QUICK_TRAIN_MINUTES = 9.5
+
+
+def train_minutes_for(model: str, train_minutes: float | None = None) -> float:
+    """Wall-clock minutes a run of preset `model` may train (0: no limit): `train_minutes`
+    if given, else `QUICK_TRAIN_MINUTES` for "quick" and no limit for every other preset."""
+    if train_minutes is not None:
+        return train_minutes
+    return QUICK_TRAIN_MINUTES if model == "quick" else 0.0
+
+
 def _check_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
@@ -262,6 +278,13 @@ class TrainingConfig:
         reverse: swap source and target of every split (German -> English from En-De).
         model_dir: where config, tokenizer, checkpoints, logs and final weights go.
         train_steps: optimizer updates in all (a resumed run continues up to this).
+        train_minutes: stop training (`model.fit`, evaluations included) before a step that
+            would end past this many minutes of wall clock, even before `train_steps`; the
+            run then finishes as usual (checkpoint, averaging, test BLEU, export). It counts
+            this process's time: a resumed run gets the limit again. None:
+            `train_minutes_for(model)`, `QUICK_TRAIN_MINUTES` (9.5) for the quick preset, no
+            limit for the others; 0: no limit. Not with the multi_worker strategy, whose
+            workers would stop at different steps.
         vocab_size: pieces of the shared SentencePiece BPE vocabulary.
         batch_tokens: padded source (and target) tokens per replica batch.
         accumulate_steps: micro-batches whose gradients are averaged into one optimizer update
@@ -331,6 +354,7 @@ class TrainingConfig:
     reverse: bool = False
     model_dir: str = "runs/sample_en_de"
     train_steps: int = 2000
+    train_minutes: float | None = None
     vocab_size: int = 4000
     batch_tokens: int = 1536
     accumulate_steps: int = 1
@@ -432,6 +456,7 @@ class TrainingConfig:
             raise ValueError(
                 f"eval_alpha must be a number or None. Received: eval_alpha={self.eval_alpha!r}"
             )
+        self._check_train_minutes()
         if self.eval_decode not in EVAL_DECODES:
             raise ValueError(
                 f"eval_decode must be one of {EVAL_DECODES}. "
@@ -455,6 +480,29 @@ class TrainingConfig:
                 raise ValueError(f"{name} must be a path or None. Received: {name}={value!r}")
         if self.freeze is not None:
             check_choice("freeze", self.freeze, FREEZE_CHOICES)
+
+    def _check_train_minutes(self) -> None:
+        value = self.train_minutes
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(
+                f"train_minutes must be a number >= 0 or None. Received: train_minutes={value!r}"
+            )
+        if value > 0 and self.strategy == "multi_worker":
+            raise ValueError(
+                "train_minutes cannot be used with the multi_worker strategy: each worker "
+                "would stop on its own clock, at a different step. Received: "
+                f"train_minutes={value}, strategy='multi_worker'"
+            )
+
+    def time_limit_seconds(self) -> float | None:
+        """The run's limit on training time in seconds (`train_minutes`, resolved by
+        `train_minutes_for`), or None without one (always under multi_worker)."""
+        if self.strategy == "multi_worker":
+            return None
+        minutes = train_minutes_for(self.model, self.train_minutes)
+        return minutes * 60.0 if minutes > 0 else None
 
     def eval_search(self) -> SearchOptions:
         """The beam search of the run's evaluations and export (`eval_beam_size`,

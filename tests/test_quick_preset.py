@@ -123,3 +123,103 @@ def test_train_command_exports_with_the_evaluated_search(monkeypatch):
     assert train.train(args) == 0
     assert seen["search"] == cfg.eval_search()
     assert (seen["search"].alpha, seen["search"].beam_size) == (1.2, 3)
+
+
+def test_quick_runs_train_under_a_time_limit():
+    from keras_transformer.config import QUICK_TRAIN_MINUTES, train_minutes_for
+
+    assert QUICK_TRAIN_MINUTES < 10  # the issue's bound on the default command's training
+    assert TrainingConfig().time_limit_seconds() == QUICK_TRAIN_MINUTES * 60
+    for model in ("tiny", "base", "big"):
+        assert train_minutes_for(model) == 0
+        assert TrainingConfig(model=model).time_limit_seconds() is None
+    assert TrainingConfig(train_minutes=0).time_limit_seconds() is None
+    assert TrainingConfig(model="base", train_minutes=2.5).time_limit_seconds() == 150
+    # Multi-worker runs never stop on a clock: each worker would stop at its own step.
+    assert TrainingConfig(strategy="multi_worker").time_limit_seconds() is None
+    with pytest.raises(ValueError, match=r"train_minutes=3.*multi_worker"):
+        TrainingConfig(strategy="multi_worker", train_minutes=3)
+    for bad in (-1, "5", True, float("nan")):
+        with pytest.raises(ValueError, match=r"train_minutes="):
+            TrainingConfig(train_minutes=bad)
+    from keras_transformer.cli import train
+
+    parser = train.build_parser()
+    assert train.training_config(parser.parse_args(["--train-minutes", "0.5"])).train_minutes == 0.5
+
+
+def _fit_under_fake_clock(limit: float, pause_after_step: int, pause: float) -> int:
+    """Steps `fit` takes when each step lasts 1 s and an evaluation of `pause` s follows step
+    `pause_after_step`, under `StopAtTimeLimit(limit)`."""
+    import keras
+    import numpy as np
+
+    from keras_transformer.training.callbacks import StopAtTimeLimit
+
+    now = [0.0]
+
+    class Step(keras.callbacks.Callback):  # runs before the limit's check: the step's second
+        def on_train_batch_end(self, batch, logs=None):
+            now[0] += 1.0
+
+    class Evaluation(keras.callbacks.Callback):  # runs after it, between steps
+        def on_train_batch_end(self, batch, logs=None):
+            if int(self.model.optimizer.iterations.numpy()) == pause_after_step:
+                now[0] += pause
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    limit_callback = StopAtTimeLimit(limit, clock=lambda: now[0])
+    x = np.zeros((64, 2), "float32")
+    model.fit(
+        x, x[:, :1], batch_size=1, epochs=1, verbose=0,
+        callbacks=[Step(), limit_callback, Evaluation()],
+    )  # fmt: skip
+    steps = int(model.optimizer.iterations.numpy())
+    assert limit_callback.stopped_at_step == steps
+    return steps
+
+
+def test_time_limit_stops_before_the_step_that_would_end_past_it():
+    # 1 s steps, limit 10 s: step 9 ends at 9 s; a 10th would end at 10 s, the limit.
+    assert _fit_under_fake_clock(10.0, pause_after_step=0, pause=0.0) == 9
+    # A 3 s evaluation after step 2 counts in the elapsed time, not as step time: step 6
+    # ends at 9 s.
+    assert _fit_under_fake_clock(10.0, pause_after_step=2, pause=3.0) == 6
+    # Limits 10.5 and 11: a 7th step ends at 10 s, an 8th would end at 11 s; 11.5: 8 steps.
+    assert _fit_under_fake_clock(10.5, pause_after_step=2, pause=3.0) == 7
+    assert _fit_under_fake_clock(11.0, pause_after_step=2, pause=3.0) == 7
+    assert _fit_under_fake_clock(11.5, pause_after_step=2, pause=3.0) == 8
+
+
+def test_train_command_stops_at_its_time_limit_and_finishes_the_run(tmp_path):
+    """A limit shorter than the first step (its trace alone takes seconds) stops the run
+    after one step, which is still checkpointed, averaged and summarized."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from test_long_runs import write_tsv
+
+    from keras_transformer.testing.model_dir import TINY_TRAIN_FLAGS
+
+    tsv = tmp_path / "pairs.tsv"
+    write_tsv(tsv, n=60)
+    model_dir = tmp_path / "run"
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = [
+        sys.executable, os.path.join(repo, "pipelines", "train_wmt.py"),
+        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_TRAIN_FLAGS,
+        "--train-steps", "50", "--train-minutes", "0.005", "--batch-tokens", "128",
+        "--max-length", "24", "--average-last", "1", "--eval-limit", "0",
+        "--eval-every-steps", "0", "--export-dir", "none",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((model_dir / "summary.json").read_text())
+    assert summary["steps"] == 1 and summary["stopped_by_time_limit"] is True
+    assert summary["time_limit_seconds"] == 0.3
+    assert summary["averaged_checkpoints"] == ["ckpt-00000001.weights.h5"]
+    assert (model_dir / "final.weights.h5").exists()
+    assert "stopped at step 1 of 50 by the 0.005-minute limit" in result.stdout

@@ -168,3 +168,49 @@ class StopAtStep(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if int(self.model.optimizer.iterations.numpy()) >= self.train_steps:
             self.model.stop_training = True
+
+
+class StopAtTimeLimit(keras.callbacks.Callback):
+    """Stops `fit` before an update that would end past `seconds` of wall clock since
+    training began (evaluations and checkpoints between steps included).
+
+    After each update it stops when the time elapsed plus that update's own duration (from
+    its first micro-batch's begin to its end: evaluations between steps do not count as
+    step time) reaches the limit. What runs after the stop (Keras' validation pass, the last
+    dev evaluation, the final checkpoint) takes a few seconds more.
+
+    Args:
+        seconds: the limit.
+        clock: a monotonic clock in seconds (tests pass a fake one).
+
+    Attributes:
+        stopped_at_step: the optimizer step at which the limit stopped training, else None.
+    """
+
+    def __init__(self, seconds: float, clock=time.perf_counter):
+        super().__init__()
+        if not seconds > 0:
+            raise ValueError(f"seconds must be > 0. Received: seconds={seconds!r}")
+        self.seconds = seconds
+        self.clock = clock
+        self.stopped_at_step = None
+        self._started = None
+        self._update_start = None
+
+    def on_train_begin(self, logs=None):
+        self._started = self.clock()
+        self.stopped_at_step = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._update_start is None:  # the first micro-batch of an update
+            self._update_start = self.clock()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if between_updates(self.model.optimizer):
+            return
+        now = self.clock()
+        update_seconds = now - self._update_start
+        self._update_start = None
+        if now - self._started + update_seconds >= self.seconds:
+            self.stopped_at_step = int(self.model.optimizer.iterations.numpy())
+            self.model.stop_training = True

@@ -178,6 +178,7 @@ def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callbac
             is_chief=chief,
         ),
         cb.StopAtStep(cfg.train_steps),
+        *([cb.StopAtTimeLimit(limit)] if (limit := cfg.time_limit_seconds()) else []),
         *([keras.callbacks.TensorBoard(log_dir, update_freq="epoch")] if chief else []),
     ]
 
@@ -268,7 +269,7 @@ def train(
     skip = start_step * cfg.accumulate_steps
     train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=skip)
     started = time.perf_counter()
-    history, monitor = None, None
+    history, monitor, callbacks = None, None, []
     if start_step < cfg.train_steps:
         callbacks = _callbacks(cfg, chief)
         if chief and chief_callbacks is not None:
@@ -289,6 +290,8 @@ def train(
         "steps": int(model.optimizer.iterations.numpy()),
         "nonfinite_steps_skipped": _nonfinite_steps(model),
         "train_seconds": round(train_seconds, 1),
+        "time_limit_seconds": cfg.time_limit_seconds(),
+        "stopped_by_time_limit": _stopped_by_time_limit(callbacks, model, cfg.train_steps),
         # Over the time inside steps: the last steps' moving average (the progress line's
         # figure) swings by +-15% on a shared CPU and would make the run's figure a sample.
         "tokens_per_sec": round(monitor.mean_tokens_per_sec, 1) if monitor else None,
@@ -300,6 +303,15 @@ def train(
         with open(artifacts.path(cfg.model_dir, artifacts.SUMMARY_FILE), "w") as f:
             json.dump(summary, f, indent=2)
     return summary
+
+
+def _stopped_by_time_limit(callbacks, model, train_steps: int) -> bool:
+    """Whether `StopAtTimeLimit` ended training before `train_steps`."""
+    if int(model.optimizer.iterations.numpy()) >= train_steps:
+        return False
+    return any(
+        isinstance(c, cb.StopAtTimeLimit) and c.stopped_at_step is not None for c in callbacks
+    )
 
 
 def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief):
