@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from test_long_runs import run, train_command, write_tsv
 
+from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
 from keras_transformer.data import corpus, mixture
 from keras_transformer.data.corpus import SPLITS, CorpusStats, load_corpus, read_pairs, read_split
@@ -268,7 +269,6 @@ def test_reverse_swaps_wmt(tmp_path: Path):
 
 def test_reversed_run_evaluates_against_reversed_references(tmp_path, monkeypatch):
     """The test BLEU and the dev BLEU of a --reverse run score against the source side."""
-    from keras_transformer import artifacts
     from keras_transformer.cli import train
     from keras_transformer.decoding import evaluation
 
@@ -300,7 +300,7 @@ def test_model_dir_of_the_other_direction_is_refused(tmp_path: Path):
     preflight.check_same_run(cfg)
     with pytest.raises(ValueError, match="in the other direction: reverse=False there, reverse=Tr"):
         preflight.check_same_run(TrainingConfig(model_dir=cfg.model_dir, reverse=True))
-    path = Path(cfg.model_dir) / preflight.RUN_CONFIG_FILE
+    path = Path(cfg.model_dir) / artifacts.RUN_CONFIG_FILE
     saved = json.loads(path.read_text())
     del saved["reverse"], saved["dev_dataset"], saved["test_dataset"]  # a run from before
     path.write_text(json.dumps(saved))
@@ -369,7 +369,7 @@ def test_train_cli_with_separate_files_and_reverse(tmp_path: Path):
     command += ["--reverse", "--eval-limit", "3"]
     result = run(command)
     assert result.returncode == 0, result.stderr[-3000:]
-    saved = json.loads((model_dir / preflight.RUN_CONFIG_FILE).read_text())
+    saved = json.loads((model_dir / artifacts.RUN_CONFIG_FILE).read_text())
     assert saved["dataset"] == f"text:{files['train', 'en']},{files['train', 'xx']}"
     assert saved["test_dataset"] == f"text:{files['held', 'en']},{files['held', 'xx']}"
     assert saved["reverse"] is True

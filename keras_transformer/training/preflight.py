@@ -16,12 +16,11 @@ import os
 import tempfile
 
 from keras_transformer import artifacts
-from keras_transformer.config import TrainingConfig, TransformerConfig
+from keras_transformer.config import TrainingConfig
 from keras_transformer.data import corpus
 from keras_transformer.training import distribute
 
 logger = logging.getLogger("keras_transformer")
-RUN_CONFIG_FILE = artifacts.RUN_CONFIG_FILE
 # Fields that fix the vocabulary (spm.model): another value needs another model_dir. `dataset`
 # is the whole training spec (text:SRC,TGT files, a mix with its weights); dev_dataset and
 # test_dataset train nothing and may change; `reverse` is checked on its own (same vocabulary,
@@ -55,13 +54,6 @@ def check_model_dir_writable(model_dir: str, chief: bool = True) -> None:
         ) from None
 
 
-def _read_json(path: str) -> dict | None:
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
-
-
 def check_same_run(cfg: TrainingConfig, vocab_size: int | None = None) -> None:
     """Refuse a model_dir trained with another model config or vocabulary.
 
@@ -90,10 +82,9 @@ def check_same_run(cfg: TrainingConfig, vocab_size: int | None = None) -> None:
                 "Resuming with other %s than the run in %s: the batch order differs from an "
                 "uninterrupted run's", ", ".join(changed), cfg.model_dir,
             )  # fmt: skip
-    saved_model = _read_json(artifacts.path(cfg.model_dir, artifacts.CONFIG_FILE))
-    if saved_model is None:
+    if not os.path.exists(artifacts.path(cfg.model_dir, artifacts.CONFIG_FILE)):
         return
-    saved = TransformerConfig.from_dict(saved_model)
+    saved = artifacts.load_config(cfg.model_dir)
     requested = cfg.model_config(vocab_size or saved.vocab_size).to_dict()
     diff = {k: (v, requested[k]) for k, v in saved.to_dict().items() if requested[k] != v}
     if diff:
@@ -106,7 +97,7 @@ def check_same_run(cfg: TrainingConfig, vocab_size: int | None = None) -> None:
 
 def save_run_config(cfg: TrainingConfig) -> None:
     """Write `training_config.json` (chief only), atomically."""
-    path = artifacts.path(cfg.model_dir, RUN_CONFIG_FILE)
+    path = artifacts.path(cfg.model_dir, artifacts.RUN_CONFIG_FILE)
     partial = path + ".partial"
     with open(partial, "w") as f:
         json.dump(dataclasses.asdict(cfg), f, indent=2)
