@@ -8,9 +8,10 @@
 
 train: target tokens/s of full steps (forward, label-smoothed loss, backward, Adam update
 with the paper's schedule) of ours, TF Model Garden's Seq2SeqTransformer and PyTorch's
-nn.Transformer, and of ours ("mixed_bfloat16") and PyTorch (bfloat16 autocast) in bfloat16
-with --with-peers. decode: output tokens/s (sources x steps / s) of beam search with exactly
---length output tokens (EOS suppressed): ours, Model Garden, CTranslate2 (float32 and int8,
+nn.Transformer, and of ours and Model Garden ("mixed_bfloat16") and PyTorch (bfloat16
+autocast) in bfloat16 with --with-peers (--norm-position pre for Model Garden's: its post-norm
+decoder fails in bfloat16). decode: output tokens/s (sources x steps / s) of beam search with
+exactly --length output tokens (EOS suppressed): ours, Model Garden, CTranslate2 (float32 and int8,
 our same random model converted). scaling: ours and CTranslate2 at forced output lengths
 16-256 (cost per token relative to 16), and our exported serving signature at batch 8 vs 64
 on a trained --model-dir. Peers run where installed (pip install -e ".[bench]" and pip
@@ -45,6 +46,11 @@ def parse_args(argv):
     parser.add_argument("--with-peers", action="store_true", help="also every installed peer")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--config", default="base", choices=("base", "tiny", "quick"))
+    parser.add_argument(
+        "--norm-position", choices=("pre", "post"),
+        help="LayerNorm before or after each sub-layer (default: the preset's; base, tiny: "
+        "post as in the paper; quick: pre)",
+    )  # fmt: skip
     parser.add_argument("--vocab-size", type=int, default=32000, help="shared vocabulary")
     parser.add_argument("--batch", type=int, help="sentences (default 32; scaling 8)")
     parser.add_argument("--length", type=int, default=32, help="source, target, output tokens")
@@ -64,7 +70,8 @@ def main(argv=None) -> None:
     kept = malloc.keep_freed_memory()
     batch, steps = DEFAULTS[args.workload]
     spec = Spec(config=args.config, vocab_size=args.vocab_size, batch=args.batch or batch,
-                length=args.length, out_length=args.length, steps=args.steps or steps)  # fmt: skip
+                length=args.length, out_length=args.length, steps=args.steps or steps,
+                norm_position=args.norm_position)  # fmt: skip
     names = list(TRAIN if args.workload == "train" else DECODE)
     names = names if args.with_peers else [ours.NAME]
     if args.workload == "train":

@@ -123,3 +123,43 @@ def test_pytorch_bfloat16_peer_trains_with_our_parameter_count(bench, our_counts
     run, parameters = pytorch_nmt.make_train(_spec("quick").replace(batch=4), bfloat16=True)
     run(2)
     assert parameters == our_counts["quick"]
+
+
+def test_model_garden_bfloat16_peer_computes_in_bfloat16_and_leaves_the_policy(bench):
+    pytest.importorskip("tf_keras")
+    pytest.importorskip("official.nlp.modeling.models")
+    import tf_keras
+    from peers import model_garden
+
+    spec = _spec("quick").replace(batch=4)
+    config = spec.model_config()
+    garden = model_garden._build_under_policy(config, "mixed_bfloat16")
+    assert tf_keras.mixed_precision.global_policy().name == "float32"  # restored
+    assert {v.dtype.name for v in garden.trainable_variables} == {"float32"}
+    # the stacks and the embedding compute in bfloat16 (its sinusoids stay float32, by design)
+    stacks = (garden.encoder_layer, garden.decoder_layer, garden.embedding_lookup)
+    assert {layer.compute_dtype for layer in stacks} == {"bfloat16"}
+    run, parameters = model_garden.make_train(spec, dtype="mixed_bfloat16")
+    run(2)
+    assert parameters == garden.count_params()
+
+
+def test_a_system_that_cannot_run_the_workload_is_skipped_with_why(bench):
+    pytest.importorskip("tf_keras")
+    pytest.importorskip("official.nlp.modeling.models")
+    from peers import model_garden, workloads
+
+    skipped = {}
+    spec = _spec("tiny")  # post-norm, as the paper
+    built = workloads.build(
+        {"mg-bf16": lambda: model_garden.make_train(spec, dtype="mixed_bfloat16")}, skipped
+    )
+    assert built == {} and "--norm-position pre" in skipped["mg-bf16"]
+
+
+def test_norm_position_overrides_the_preset_for_every_system(bench):
+    from peers.spec import Spec
+
+    assert Spec(config="base").model_config().norm_position == "post"
+    assert Spec(config="base", norm_position="pre").model_config().norm_position == "pre"
+    assert Spec(config="quick").model_config().norm_position == "pre"

@@ -22,6 +22,7 @@ TRAIN = {
     # Training in bfloat16 (pays on CPUs with AVX512_BF16 or AMX, and on GPUs)
     ours.NAME_BFLOAT16: functools.partial(ours.make_train, dtype="mixed_bfloat16"),
     pytorch_nmt.NAME_BFLOAT16: functools.partial(pytorch_nmt.make_train, bfloat16=True),
+    model_garden.NAME_BFLOAT16: functools.partial(model_garden.make_train, dtype="mixed_bfloat16"),
 }
 DECODE = {
     ours.NAME: ours.make_decode,

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from peers.spec import Spec, decode_sources, train_batch
+from peers.spec import Spec, Unsupported, decode_sources, train_batch
 
 NAME = "tf-model-garden"
+NAME_BFLOAT16 = "tf-model-garden-bfloat16"
 
 
 def build(config, beam_size: int = 1, decode_max_length=None, eos_id=None, **decode):
@@ -54,17 +55,26 @@ def tf_keras_schedule(d_model: int, warmup_steps: int, scale: float = 1.0):
     return Schedule()
 
 
-def make_train(spec: Spec):
+def make_train(spec: Spec, dtype: str | None = None):
     """`(run(steps), parameters)`: Model Garden takes source and labels and shifts the labels
-    right itself (its decoder starts with id 0)."""
+    right itself (its decoder starts with id 0). `dtype` "mixed_bfloat16": built under
+    tf-keras' global policy of that name (layers compute in bfloat16, variables and the
+    optimizer stay float32; the logits are cast to float32 for the loss), as Model Garden's
+    own trainers do with `mixed_precision_dtype`."""
     import tensorflow as tf
     import tf_keras
 
     from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
 
     config = spec.model_config()
+    if dtype is not None and config.norm_position == "post":
+        raise Unsupported(
+            "Model Garden's post-norm TransformerDecoderBlock adds its float32 LayerNorm's "
+            f"output to a bfloat16 tensor under {dtype!r} (AddV2 InvalidArgumentError); "
+            "compare with --norm-position pre"
+        )
     tf_keras.utils.set_random_seed(0)
-    garden = build(config)
+    garden = _build_under_policy(config, dtype)
     optimizer = tf_keras.optimizers.Adam(
         tf_keras_schedule(config.d_model, spec.warmup_steps), 0.9, 0.98, 1e-9
     )
@@ -76,6 +86,7 @@ def make_train(spec: Spec):
     def step(source, labels):
         with tf.GradientTape() as tape:
             logits = garden({"inputs": source, "targets": labels}, training=True)
+            logits = tf.cast(logits, tf.float32)  # a no-op in float32
             value = tf.reduce_mean(loss.call(labels, logits))  # mean over real tokens
         gradients = tape.gradient(value, garden.trainable_variables)
         optimizer.apply_gradients(zip(gradients, garden.trainable_variables))
@@ -87,6 +98,20 @@ def make_train(spec: Spec):
         value.numpy()
 
     return run, garden.count_params()
+
+
+def _build_under_policy(config, dtype: str | None):
+    """`build(config)` with tf-keras' global dtype policy set to `dtype` (None: as it is)
+    while the layers are made, then restored, so that later builds are not affected."""
+    import tf_keras
+
+    previous = tf_keras.mixed_precision.global_policy()
+    if dtype is not None:
+        tf_keras.mixed_precision.set_global_policy(dtype)
+    try:
+        return build(config)
+    finally:
+        tf_keras.mixed_precision.set_global_policy(previous)
 
 
 def make_decode(spec: Spec, model=None):

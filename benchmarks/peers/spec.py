@@ -9,6 +9,11 @@ import numpy as np
 
 from keras_transformer.constants import BOS_ID, EOS_ID  # plain Python: no TensorFlow import
 
+
+class Unsupported(Exception):
+    """A system that cannot run this workload (the runner reports it as skipped, with why)."""
+
+
 FIRST_WORD_ID = EOS_ID + 1  # random ids after the special ids: no padding, no EOS in inputs
 
 
@@ -27,6 +32,8 @@ class Spec:
         out_length: forced output tokens of decoding (EOS suppressed).
         warmup_steps: of the paper's learning-rate schedule (paper: 4000).
         label_smoothing: eps_ls of the loss (paper: 0.1).
+        norm_position: "pre" or "post" (the paper's); None keeps the preset's (base and tiny:
+            post, quick: pre).
     """
 
     config: str = "base"
@@ -38,6 +45,7 @@ class Spec:
     out_length: int = 32
     warmup_steps: int = 4000
     label_smoothing: float = 0.1
+    norm_position: str | None = None
 
     def replace(self, **changes) -> Spec:
         return dataclasses.replace(self, **changes)
@@ -51,9 +59,10 @@ class Spec:
         """Our `TransformerConfig` of these sizes (the peers copy its numbers)."""
         from keras_transformer.config import TransformerConfig
 
+        norm = {} if self.norm_position is None else {"norm_position": self.norm_position}
         return TransformerConfig.preset(
             self.config, self.vocab_size, dropout=0.0, max_length=self.max_length,
-            label_smoothing=self.label_smoothing,
+            label_smoothing=self.label_smoothing, **norm,
         )  # fmt: skip
 
     def training_config(self):

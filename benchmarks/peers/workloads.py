@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from peers import DECODE, TRAIN, ctranslate2_peer, ours
-from peers.spec import Spec
+from peers.spec import Spec, Unsupported
 
 SCALING_LENGTHS = (16, 32, 64, 128, 256)  # forced output lengths of the scaling sweep
 SERVING_BATCHES = (8, 64)
@@ -41,13 +41,17 @@ def alternate(systems: dict[Hashable, Timed], repeats: int) -> dict[Hashable, li
 
 
 def build(makers: dict[str, Callable], skipped: dict[str, str]) -> dict:
-    """`{name: make()}` for the systems whose libraries import; the others in `skipped`."""
+    """`{name: make()}` for the systems whose libraries import and that can run the workload;
+    the others in `skipped`, with why."""
     built = {}
     for name, make in makers.items():
         try:
             built[name] = make()
         except ImportError as error:
             skipped[name] = f"not installed ({error})"
+            print(f"skipping {name}: {skipped[name]}", flush=True)
+        except Unsupported as error:
+            skipped[name] = str(error)
             print(f"skipping {name}: {skipped[name]}", flush=True)
     return built
 
