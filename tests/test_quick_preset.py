@@ -196,26 +196,14 @@ def test_train_command_stops_at_its_time_limit_and_finishes_the_run(tmp_path):
     """A limit shorter than the first step (its trace alone takes seconds) stops the run
     after one step, which is still checkpointed, averaged and summarized."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    from test_long_runs import write_tsv
-
-    from keras_transformer.testing.model_dir import TINY_TRAIN_FLAGS
+    from test_long_runs import run, train_command, write_tsv
 
     tsv = tmp_path / "pairs.tsv"
     write_tsv(tsv, n=60)
     model_dir = tmp_path / "run"
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    command = [
-        sys.executable, os.path.join(repo, "pipelines", "train_wmt.py"),
-        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_TRAIN_FLAGS,
-        "--train-steps", "50", "--train-minutes", "0.005", "--batch-tokens", "128",
-        "--max-length", "24", "--average-last", "1", "--eval-limit", "0",
-        "--eval-every-steps", "0", "--export-dir", "none",
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    limit = ("--train-minutes", "0.005", "--average-last", "1")  # the later flags win
+    result = run(train_command(tsv, model_dir, *limit, steps=50))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((model_dir / "summary.json").read_text())
     assert summary["steps"] == 1 and summary["stopped_by_time_limit"] is True

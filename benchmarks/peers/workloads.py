@@ -47,11 +47,9 @@ def build(makers: dict[str, Callable], skipped: dict[str, str]) -> dict:
     for name, make in makers.items():
         try:
             built[name] = make()
-        except ImportError as error:
-            skipped[name] = f"not installed ({error})"
-            print(f"skipping {name}: {skipped[name]}", flush=True)
-        except Unsupported as error:
-            skipped[name] = str(error)
+        except (ImportError, Unsupported) as error:
+            missing = isinstance(error, ImportError)
+            skipped[name] = f"not installed ({error})" if missing else str(error)
             print(f"skipping {name}: {skipped[name]}", flush=True)
     return built
 
