@@ -283,8 +283,9 @@ class TrainingConfig:
             run then finishes as usual (checkpoint, averaging, test BLEU, export). It counts
             this process's time: a resumed run gets the limit again. None:
             `train_minutes_for(model)`, `QUICK_TRAIN_MINUTES` (9.5) for the quick preset, no
-            limit for the others; 0: no limit. Not with the multi_worker strategy, whose
-            workers would stop at different steps.
+            limit for the others; 0: no limit. Under the multi_worker strategy each worker
+            counts its own time and the first to reach the limit stops all of them after the
+            same update.
         vocab_size: pieces of the shared SentencePiece BPE vocabulary.
         batch_tokens: padded source (and target) tokens per replica batch.
         accumulate_steps: micro-batches whose gradients are averaged into one optimizer update
@@ -489,18 +490,10 @@ class TrainingConfig:
             raise ValueError(
                 f"train_minutes must be a number >= 0 or None. Received: train_minutes={value!r}"
             )
-        if value > 0 and self.strategy == "multi_worker":
-            raise ValueError(
-                "train_minutes cannot be used with the multi_worker strategy: each worker "
-                "would stop on its own clock, at a different step. Received: "
-                f"train_minutes={value}, strategy='multi_worker'"
-            )
 
     def time_limit_seconds(self) -> float | None:
         """The run's limit on training time in seconds (`train_minutes`, resolved by
-        `train_minutes_for`), or None without one (always under multi_worker)."""
-        if self.strategy == "multi_worker":
-            return None
+        `train_minutes_for`), or None without one."""
         minutes = train_minutes_for(self.model, self.train_minutes)
         return minutes * 60.0 if minutes > 0 else None
 

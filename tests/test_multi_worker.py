@@ -1,13 +1,15 @@
 """Multi-worker training as separate processes on 127.0.0.1 (TF_CONFIG,
 MultiWorkerMirroredStrategy): two workers train like one process with two replicas, only the
-chief writes, and a worker killed mid-run makes the other stop with a clear error; rerunning
-both resumes them together.
+chief writes, a worker killed mid-run makes the other stop with a clear error (rerunning
+both resumes them together), and a stop that one worker decides (early stopping, a time limit)
+stops both after the same step.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -100,3 +102,44 @@ def test_killed_worker_stops_the_other_with_a_clear_error_and_both_resume(tmp_pa
     assert len(resumed) == 2 and all(line.endswith(os.path.basename(last)) for line in resumed)
     summary = json.loads((tmp_path / "mw" / "summary.json").read_text())
     assert summary["steps"] == 60 and summary["resumed_from_step"] >= 10
+
+
+def _done_steps(stdout: str) -> dict[str, int]:
+    """{"worker:0": steps, "worker:1": steps} from the workers' "done: ..." lines."""
+    found = {}
+    for line in stdout.splitlines():
+        match = re.match(r"\[(worker:\d)\] done: (?:worker, )?(\d+) steps", line)
+        if match:
+            found[match.group(1)] = int(match.group(2))
+    return found
+
+
+def test_a_stop_that_one_worker_decides_stops_every_worker_after_the_same_step(tmp_path):
+    """Dev-BLEU early stopping runs in the chief alone and each worker keeps its own clock
+    under --train-minutes; before `AgreeToStop` the first to stop left the other in the next
+    step's collective ops and the run failed ("Collective instance N expected type ...")."""
+    write_tsv(tmp_path / "pairs.tsv")
+    early = train_command(tmp_path / "pairs.tsv", tmp_path / "early")[2:]
+    result = run(LAUNCH + early + ["--eval-every-steps", "5", "--early-stopping", "1"])
+    assert result.returncode == 0, result.stdout[-4000:]
+    history = json.loads((tmp_path / "early" / "dev_bleu.json").read_text())
+    bleu = [record["bleu"] for record in history]
+    # The chief's decision, recomputed: the first evaluation that is not a new best.
+    expected = next(
+        record["step"] for i, record in enumerate(history) if i and bleu[i] <= max(bleu[:i])
+    )
+    assert expected < 30  # the stop happened before --train-steps
+    assert _done_steps(result.stdout) == {"worker:0": expected, "worker:1": expected}
+    assert any(
+        line.startswith("[worker:1]") and "another worker stopped training" in line
+        for line in result.stdout.splitlines()
+    )
+
+    limited = train_command(tmp_path / "pairs.tsv", tmp_path / "limited", steps=100000)[2:]
+    result = run(LAUNCH + limited + ["--train-minutes", "0.25"])
+    assert result.returncode == 0, result.stdout[-4000:]
+    steps = _done_steps(result.stdout)
+    assert len(set(steps.values())) == 1 and 0 < steps["worker:0"] < 100000, steps
+    summary = json.loads((tmp_path / "limited" / "summary.json").read_text())
+    assert summary["stopped_by_time_limit"] and summary["steps"] == steps["worker:0"]
+    assert "by the 0.25-minute limit" in result.stdout

@@ -135,10 +135,8 @@ def test_quick_runs_train_under_a_time_limit():
         assert TrainingConfig(model=model).time_limit_seconds() is None
     assert TrainingConfig(train_minutes=0).time_limit_seconds() is None
     assert TrainingConfig(model="base", train_minutes=2.5).time_limit_seconds() == 150
-    # Multi-worker runs never stop on a clock: each worker would stop at its own step.
-    assert TrainingConfig(strategy="multi_worker").time_limit_seconds() is None
-    with pytest.raises(ValueError, match=r"train_minutes=3.*multi_worker"):
-        TrainingConfig(strategy="multi_worker", train_minutes=3)
+    # Multi-worker runs keep the limit: `AgreeToStop` stops every worker after the same update.
+    assert TrainingConfig(strategy="multi_worker", train_minutes=3).time_limit_seconds() == 180
     for bad in (-1, "5", True, float("nan")):
         with pytest.raises(ValueError, match=r"train_minutes="):
             TrainingConfig(train_minutes=bad)

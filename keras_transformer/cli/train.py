@@ -58,8 +58,8 @@ HELP = {
     "train_minutes": "stop training before a step that would end past N minutes of wall clock "
     "(evaluations included), even before --train-steps; then checkpoint, average, evaluate "
     "and export as usual. Default: 9.5 for --config quick (the default command trains in at "
-    "most ten minutes on any CPU), no limit for the others; 0: no limit. Not with "
-    "--strategy multi_worker",
+    "most ten minutes on any CPU), no limit for the others; 0: no limit. With several "
+    "workers the first to reach it stops all of them after the same step",
     "vocab_size": "shared SentencePiece BPE vocabulary size (paper: 37000 En-De, 32000 En-Fr)",
     "batch_tokens": "padded source/target tokens per replica batch; global = this x replicas "
     "(paper: 25000 global)",

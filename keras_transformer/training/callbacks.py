@@ -214,3 +214,52 @@ class StopAtTimeLimit(keras.callbacks.Callback):
         if now - self._started + update_seconds >= self.seconds:
             self.stopped_at_step = int(self.model.optimizer.iterations.numpy())
             self.model.stop_training = True
+
+
+class AgreeToStop(keras.callbacks.Callback):
+    """Makes the workers of a multi-worker run stop together: after every update, each
+    worker's `stop_training` is summed over the cluster (one all-reduce of a scalar) and if any
+    worker stopped, all stop after that same update.
+
+    Without it, a stop that only some processes decide (the chief's dev-BLEU early stopping,
+    each worker's own clock under a time limit) ends `fit` on those alone; the others go on
+    into the next step's collective ops, which then fail ("Collective instance N expected
+    type 0 and data_type 9 but got type 0 and data_type 1"). Must come last in the list, after
+    every callback that may stop training.
+
+    Args:
+        strategy: the run's `tf.distribute` strategy (any; one all-reduce over its replicas).
+
+    Attributes:
+        stopped_by_peer_at_step: the update after which another worker's stop stopped this
+            one, else None.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy):
+        super().__init__()
+        self.strategy = strategy
+        self.stopped_by_peer_at_step = None
+        self._last_step = None
+
+        def replica_sum(flag):  # () float32 on each replica -> the sum over all replicas
+            return tf.distribute.get_replica_context().all_reduce("SUM", tf.identity(flag))
+
+        self._sum = tf.function(lambda flag: strategy.run(replica_sum, args=(flag,)))
+
+    def any_stopped(self, stopped: bool) -> bool:
+        """Whether any replica's process passed `stopped=True` (a collective: every worker
+        must call it at the same point)."""
+        with self.strategy.scope():
+            total = self._sum(tf.constant(1.0 if stopped else 0.0))
+        return float(self.strategy.experimental_local_results(total)[0]) > 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if between_updates(self.model.optimizer) or step == self._last_step:
+            return
+        self._last_step = step
+        stopped = bool(self.model.stop_training)
+        if self.any_stopped(stopped) and not stopped:
+            self.stopped_by_peer_at_step = step
+            self.model.stop_training = True
+            logger.info("Stopping at step %d: another worker stopped training", step)

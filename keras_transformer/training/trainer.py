@@ -243,7 +243,8 @@ def train(
 
     Training does not decode: test-set BLEU and dev BLEU while training are the caller's
     (`keras_transformer.cli.train`), the latter through `chief_callbacks(tokenizer)`, whose
-    callbacks run after the built-in ones, in the chief's process only."""
+    callbacks run after the built-in ones, in the chief's process only (under
+    MultiWorkerMirroredStrategy a stop they decide stops every worker after the same update)."""
     cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
     strategy, chief = _start(cfg)
     if chief:
@@ -274,6 +275,8 @@ def train(
         callbacks = _callbacks(cfg, chief)
         if chief and chief_callbacks is not None:
             callbacks += chief_callbacks(tokenizer)
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            callbacks.append(cb.AgreeToStop(strategy))  # last: after every stopping callback
         monitor = callbacks[1]
         history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief)
     train_seconds = time.perf_counter() - started
@@ -306,11 +309,15 @@ def train(
 
 
 def _stopped_by_time_limit(callbacks, model, train_steps: int) -> bool:
-    """Whether `StopAtTimeLimit` ended training before `train_steps`."""
+    """Whether `StopAtTimeLimit` ended training before `train_steps`: this process's own, or
+    (on the chief of a multi-worker run) another worker's, the one stop that a worker other
+    than the chief decides."""
     if int(model.optimizer.iterations.numpy()) >= train_steps:
         return False
-    return any(
-        isinstance(c, cb.StopAtTimeLimit) and c.stopped_at_step is not None for c in callbacks
+    limits = [c for c in callbacks if isinstance(c, cb.StopAtTimeLimit)]
+    peers = [c for c in callbacks if isinstance(c, cb.AgreeToStop)]
+    return any(c.stopped_at_step is not None for c in limits) or bool(
+        limits and any(c.stopped_by_peer_at_step is not None for c in peers)
     )
 
 
