@@ -150,10 +150,8 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
             cfg.split_dataset("dev")[0],
         )
         return train, None
-    if num_replicas == 1:
-        # A known length keeps Keras from warning "input ran out of data" after each dev pass.
-        # Not with several replicas: tf.distribute may split a last partial batch differently.
-        dev = dev.apply(tf.data.experimental.assert_cardinality(num_dev_batches))
+    # A known length keeps Keras from warning "input ran out of data" after each dev pass.
+    dev = dev.apply(tf.data.experimental.assert_cardinality(num_dev_batches))
     return train, dev
 
 
