@@ -1,7 +1,8 @@
 """Callbacks of the training loop: tokens/s in the progress bar and in TensorBoard, learning
 rate logging, checkpoints every N steps or minutes (keeping the last K), and a hard stop at
-`train_steps` so a resumed run ends exactly where an uninterrupted one would.
-`NonFiniteGuard` (from `nonfinite`) must come first in the list."""
+`train_steps` so a resumed run ends exactly where an uninterrupted one would, a time limit,
+and `AgreeToStop`, which makes the workers of a multi-worker run stop after the same update.
+`NonFiniteGuard` (from `nonfinite`) must come first in the list, `AgreeToStop` last."""
 
 from __future__ import annotations
 
