@@ -403,6 +403,10 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
     ids=["mixed_bfloat16", "auto", "xla", "mirrored_cpu", "mirrored_accumulate_2"],
 )
 def test_training_flags_run_end_to_end(tmp_path, flags):
+    if flags == ["--mixed-precision", "mixed_bfloat16"] and (
+        resolve_mixed_precision("auto", 0) == "mixed_bfloat16"
+    ):  # a CPU with bfloat16 arithmetic: the "auto" case runs this same command
+        pytest.skip("'auto' trains under mixed_bfloat16 on this CPU: the same run")
     tsv = tmp_path / "pairs.tsv"
     write_tsv(tsv, n=120)
     model_dir = tmp_path / "run"
