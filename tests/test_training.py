@@ -149,6 +149,49 @@ def test_loss_gradient_is_softmax_minus_smoothed_target(eps):
     np.testing.assert_allclose(grad, (softmax - target) * mask / mask.sum(), atol=1e-6)
 
 
+def _numpy_loss_gradient(labels, logits, eps):
+    z64 = logits.astype(np.float64)
+    softmax = np.exp(z64 - z64.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    target = np.eye(logits.shape[-1])[labels] * (1 - eps) + eps / logits.shape[-1]
+    mask = (labels != PAD_ID)[..., None]
+    return (softmax - target) * mask / mask.sum()
+
+
+_JAX_LOSS_GRADIENT = """
+import sys
+import jax
+import numpy as np
+from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
+data = np.load(sys.argv[1])
+loss = MaskedLabelSmoothedCrossEntropy(float(data["eps"]), pad_id=int(data["pad"]))
+grad = jax.jit(jax.grad(lambda z: loss(data["labels"], z)))(data["logits"])
+np.save(sys.argv[2], np.asarray(grad))
+"""
+
+
+def test_loss_gradient_under_the_jax_backend(tmp_path):
+    """The written-out gradient (`ops.custom_gradient`) also holds under JAX, the backend of
+    the GPU benchmarks: the same NumPy reference as above."""
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip('jax is not installed (pip install -e ".[backends]")')
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(2, 4, 9)).astype("float32") * 4
+    labels = rng.integers(1, 9, size=(2, 4))
+    labels[0, 1:] = PAD_ID
+    np.savez(tmp_path / "in.npz", logits=logits, labels=labels, eps=0.1, pad=PAD_ID)
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    command = [sys.executable, "-c", _JAX_LOSS_GRADIENT, str(tmp_path / "in.npz")]
+    result = subprocess.run(
+        [*command, str(tmp_path / "grad.npy")], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    grad = np.load(tmp_path / "grad.npy")
+    np.testing.assert_allclose(grad, _numpy_loss_gradient(labels, logits, 0.1), atol=1e-6)
+
+
 def test_metrics_equal_numpy_reference():
     rng = np.random.default_rng(1)
     logits = rng.normal(size=(3, 8, 7)).astype("float32")

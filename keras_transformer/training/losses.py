@@ -24,6 +24,49 @@ def _token_nll(labels, logits):
     return ops.logsumexp(logits, axis=-1) - _label_logit(labels, logits)  # (batch, tgt_len)
 
 
+def _smoothed_cross_entropy(labels, logits, eps):
+    """Per token `lse(z) - (1 - eps) z_y - eps mean_v(z_v)`, `(batch, tgt_len)`, with its
+    gradient written out: `d/dz_v = softmax(z)_v - (1 - eps) [v == y] - eps / vocab`.
+
+    Left to autodiff, the gradient of the label's logit (a gather) becomes a scatter into a
+    dense `(batch, tgt_len, vocab)` zero tensor (TensorFlow's UnsortedSegmentSum), and the
+    three terms' gradients are summed in further passes over that tensor. Here the backward
+    pass reuses the forward's `exp(z - max)`, makes two passes, and writes the label term into
+    the `batch * tgt_len` label positions: loss and gradient 2.5x faster, the base fit step
+    1.08x (float32) and 1.12x (mixed_bfloat16) faster on a 2-core CPU (benchmarks/README.md).
+    """
+    vocab = ops.shape(logits)[-1]
+
+    @ops.custom_gradient
+    def smoothed(z):
+        top = ops.max(z, axis=-1, keepdims=True)  # (batch, tgt_len, 1)
+        exp = ops.exp(z - top)  # (batch, tgt_len, vocab)
+        total = ops.sum(exp, axis=-1)  # (batch, tgt_len)
+        lse = ops.squeeze(top, -1) + ops.log(total)
+        loss = lse - (1.0 - eps) * _label_logit(labels, z) - eps * ops.mean(z, axis=-1)
+
+        def grad(*args, upstream=None):
+            if upstream is None:  # TensorFlow passes it positionally, JAX by keyword
+                (upstream,) = args
+            uniform = ops.cast(eps / vocab, upstream.dtype) * upstream  # (batch, tgt_len)
+            dense = exp * ops.expand_dims(upstream / total, -1) - ops.expand_dims(uniform, -1)
+            at_label = _label_logit(labels, dense) - (1.0 - eps) * upstream  # (batch, tgt_len)
+            return _put_at_labels(dense, labels, at_label)
+
+        return loss, grad
+
+    return smoothed(logits)
+
+
+def _put_at_labels(dense, labels, values):
+    """`dense` `(batch, tgt_len, vocab)` with `dense[b, t, labels[b, t]] = values[b, t]`."""
+    batch, length = ops.shape(labels)[0], ops.shape(labels)[1]
+    rows = ops.broadcast_to(ops.expand_dims(ops.arange(batch, dtype="int32"), 1), (batch, length))
+    cols = ops.broadcast_to(ops.expand_dims(ops.arange(length, dtype="int32"), 0), (batch, length))
+    where = ops.reshape(ops.stack([rows, cols, labels], axis=-1), (-1, 3))  # -> (b * len, 3)
+    return ops.scatter_update(dense, where, ops.reshape(values, (-1,)))
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
     """Mean over non-padding tokens of the cross-entropy with a smoothed target.
@@ -54,10 +97,7 @@ class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         labels, logits, mask = _labels_logits_and_mask(y_true, y_pred, self.pad_id)
-        eps = self.label_smoothing
-        lse = ops.logsumexp(logits, axis=-1)  # (batch, tgt_len)
-        mean_logit = ops.mean(logits, axis=-1)  # (batch, tgt_len)
-        loss = lse - (1.0 - eps) * _label_logit(labels, logits) - eps * mean_logit
+        loss = _smoothed_cross_entropy(labels, logits, self.label_smoothing)  # (batch, tgt_len)
         # Keras' "sum_over_batch_size" divides by batch * len; weighting real tokens by
         # (batch * len) / n_real makes that the mean over real tokens.
         total = ops.cast(ops.size(mask), "float32")
