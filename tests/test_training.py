@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_backends import require
 from test_long_runs import write_tsv
 
 from keras_transformer.artifacts import list_checkpoints
@@ -141,15 +142,11 @@ def test_loss_gradient_is_softmax_minus_smoothed_target(eps):
         tape.watch(z)
         value = loss(labels, z)
     grad = tape.gradient(value, z).numpy()
-    z64 = logits.astype(np.float64)
-    softmax = np.exp(z64 - z64.max(-1, keepdims=True))
-    softmax /= softmax.sum(-1, keepdims=True)
-    target = np.eye(9)[labels] * (1 - eps) + eps / 9
-    mask = (labels != PAD_ID)[..., None]
-    np.testing.assert_allclose(grad, (softmax - target) * mask / mask.sum(), atol=1e-6)
+    np.testing.assert_allclose(grad, _numpy_loss_gradient(labels, logits, eps), atol=1e-6)
 
 
 def _numpy_loss_gradient(labels, logits, eps):
+    """(softmax(z) - q) * mask / n_real in float64, q the smoothed one-hot."""
     z64 = logits.astype(np.float64)
     softmax = np.exp(z64 - z64.max(-1, keepdims=True))
     softmax /= softmax.sum(-1, keepdims=True)
@@ -173,20 +170,15 @@ np.save(sys.argv[2], np.asarray(grad))
 def test_loss_gradient_under_the_jax_backend(tmp_path):
     """The written-out gradient (`ops.custom_gradient`) also holds under JAX, the backend of
     the GPU benchmarks: the same NumPy reference as above."""
-    import importlib.util
-
-    if importlib.util.find_spec("jax") is None:
-        pytest.skip('jax is not installed (pip install -e ".[backends]")')
+    require("jax")  # skipped without it, but a failure under CI, as the backend tests
     rng = np.random.default_rng(3)
     logits = rng.normal(size=(2, 4, 9)).astype("float32") * 4
     labels = rng.integers(1, 9, size=(2, 4))
     labels[0, 1:] = PAD_ID
     np.savez(tmp_path / "in.npz", logits=logits, labels=labels, eps=0.1, pad=PAD_ID)
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    command = [sys.executable, "-c", _JAX_LOSS_GRADIENT, str(tmp_path / "in.npz")]
-    result = subprocess.run(
-        [*command, str(tmp_path / "grad.npy")], env=env, capture_output=True, text=True
-    )
+    command = [sys.executable, "-c", _JAX_LOSS_GRADIENT, tmp_path / "in.npz", tmp_path / "grad.npy"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     grad = np.load(tmp_path / "grad.npy")
     np.testing.assert_allclose(grad, _numpy_loss_gradient(labels, logits, 0.1), atol=1e-6)
