@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_backends import require
+from test_backends import BACKEND_ENV, require
 from test_long_runs import write_tsv
 
 from keras_transformer.artifacts import list_checkpoints
@@ -176,9 +176,8 @@ def test_loss_gradient_under_the_jax_backend(tmp_path):
     labels = rng.integers(1, 9, size=(2, 4))
     labels[0, 1:] = PAD_ID
     np.savez(tmp_path / "in.npz", logits=logits, labels=labels, eps=0.1, pad=PAD_ID)
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
     command = [sys.executable, "-c", _JAX_LOSS_GRADIENT, tmp_path / "in.npz", tmp_path / "grad.npy"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    result = _run(command, extra_env={"KERAS_BACKEND": "jax", **BACKEND_ENV["jax"]})
     assert result.returncode == 0, result.stderr[-3000:]
     grad = np.load(tmp_path / "grad.npy")
     np.testing.assert_allclose(grad, _numpy_loss_gradient(labels, logits, 0.1), atol=1e-6)
@@ -315,8 +314,8 @@ MIRRORED_SCRIPT = textwrap.dedent(
 )
 
 
-def _run(script_or_args, timeout=600, **kwargs):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+def _run(script_or_args, timeout=600, extra_env=None, **kwargs):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, **(extra_env or {}))
     return subprocess.run(
         script_or_args, capture_output=True, text=True, timeout=timeout, env=env, **kwargs
     )
@@ -428,9 +427,9 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
         ["--mixed-precision", "mixed_bfloat16"],
         # XLA compiles once per bucket shape: about 100 s on a 2-core CPU (one-layer model).
         pytest.param(["--jit-compile"], marks=pytest.mark.slow),
-        # Slow (about 60 s): mirrored_accumulate_2 runs the same two-replica command in the
-        # default stage, and test_mirrored_strategy_matches_one_device trains under a plain
-        # MirroredStrategy there.
+        # Slow (about 60 s): mirrored_accumulate_2_auto runs two replicas in the default stage,
+        # and test_mirrored_strategy_matches_one_device trains under a plain MirroredStrategy
+        # there.
         pytest.param(["--strategy", "mirrored", "--cpu-replicas", "2"], marks=pytest.mark.slow),
         # The default policy ("auto", which TINY_TRAIN_FLAGS turns off) with two replicas and
         # accumulation: one run for the three (a separate "auto" run cost about 30 s).
