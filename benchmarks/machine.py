@@ -13,3 +13,28 @@ def cpu_name() -> str:
     except OSError:
         names = []
     return names[0] if names else platform.processor()
+
+
+def accelerator_name() -> str:
+    """The accelerators Keras' backend sees, as "NAME x COUNT", or "none" (CPU only).
+
+    Asks the backend in use (JAX, TensorFlow or PyTorch), so that a GPU machine without
+    TensorFlow (JAX only) still names its GPU."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        names = [d.device_kind for d in jax.devices() if d.platform != "cpu"]
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        details = [tf.config.experimental.get_device_details(gpu) for gpu in gpus]
+        names = [d.get("device_name", gpu.name) for d, gpu in zip(details, gpus)]
+    else:
+        import torch
+
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return f"{names[0]} x {len(names)}" if names else "none"

@@ -1,13 +1,18 @@
 """Training throughput: target tokens/s of `model.fit` steps on synthetic token-budget batches.
 
     python benchmarks/train_benchmark.py --config tiny --batch-tokens 3072 --steps 30
-    python benchmarks/train_benchmark.py --config base --batch-tokens 4096 --mixed-precision \
-        mixed_bfloat16 --jit-compile            # on a GPU
-    KERAS_BACKEND=jax python benchmarks/train_benchmark.py --config base  # GPU machines without TF
+    KERAS_BACKEND=jax python benchmarks/train_benchmark.py --config big --vocab-size 32000 \
+        --batch-tokens 16384 --length 64 --mixed-precision mixed_bfloat16 --peak-tflops 989
 
-Prints one JSON line per run with the machine, versions, settings and tokens/s, and the model
-FLOPs utilisation estimate (6 * parameters * tokens / s, the usual approximation) when
---peak-tflops is given.
+(the second on an H100 or H200, whose dense bfloat16 peak is 989 TFLOP/s; it runs without
+TensorFlow). The train step is compiled as Keras' `jit_compile="auto"` decides unless
+--jit-compile says on or off: under JAX that is `jax.jit` (off runs the step op by op, many
+times slower), under TensorFlow XLA on a GPU and none on a CPU.
+
+Prints one JSON line per run with the machine, its accelerator, versions, settings (the
+resolved jit_compile among them) and tokens/s, and the model FLOPs utilisation estimate
+(6 * parameters * target tokens / s, the usual approximation; attention's score products are
+left out) when --peak-tflops is given.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import os
 import platform
 import time
 
-from machine import cpu_name  # benchmarks/machine.py, beside this script
+from machine import accelerator_name, cpu_name  # benchmarks/machine.py, beside this script
+
+JIT_COMPILE = {"auto": "auto", "on": True, "off": False}  # --jit-compile -> compile(jit_compile)
 
 
 def _machine() -> str:
@@ -40,7 +47,7 @@ def run(args) -> dict:
     model.compile(
         optimizer=keras.optimizers.Adam(TransformerSchedule(config.d_model), 0.9, 0.98, 1e-9),
         loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing),
-        jit_compile=args.jit_compile,
+        jit_compile=JIT_COMPILE[args.jit_compile],
     )
     rows = max(1, args.batch_tokens // args.length)
     rng = np.random.default_rng(0)
@@ -53,6 +60,7 @@ def run(args) -> dict:
     tokens_per_sec = rows * args.length * args.steps / seconds
     result = {
         "machine": _machine(),
+        "accelerator": accelerator_name(),
         "backend": keras.backend.backend(),
         "keras": keras.__version__,
         "python": platform.python_version(),
@@ -60,7 +68,7 @@ def run(args) -> dict:
         "parameters": model.count_params(),
         "batch": [rows, args.length],
         "mixed_precision": args.mixed_precision,
-        "jit_compile": args.jit_compile,
+        "jit_compile": model.jit_compile,  # as resolved by Keras
         "step_ms": round(1000 * seconds / args.steps, 1),
         "target_tokens_per_sec": round(tokens_per_sec),
     }
@@ -87,7 +95,15 @@ def main(argv=None) -> None:
         "--mixed-precision", default="none",
         choices=("none", "mixed_bfloat16", "mixed_float16"), help="dtype policy",
     )  # fmt: skip
-    parser.add_argument("--jit-compile", action="store_true", help="XLA-compile the train step")
+    parser.add_argument(
+        "--jit-compile",
+        nargs="?",
+        const="on",
+        default="auto",
+        choices=tuple(JIT_COMPILE),
+        help="compile the train step: auto (Keras' choice: jax.jit under JAX, XLA on a "
+        "TensorFlow GPU, none on a CPU), on (a bare --jit-compile) or off",
+    )
     parser.add_argument("--peak-tflops", type=float, default=0.0, help="device peak, for MFU")
     print(json.dumps(run(parser.parse_args(argv))))
 
