@@ -32,6 +32,14 @@ def _machine() -> str:
     return f"{cpu_name()}, {os.cpu_count()} cores"
 
 
+def _wait_for_device(model) -> None:
+    """Block until the last update is computed: JAX dispatches device work asynchronously, so
+    `fit` can return before a GPU has finished its steps. The last weight is written last."""
+    import keras
+
+    keras.ops.convert_to_numpy(model.trainable_variables[-1])
+
+
 def run(args) -> dict:
     import keras
     import numpy as np
@@ -54,8 +62,10 @@ def run(args) -> dict:
     ids = rng.integers(4, args.vocab_size, size=(rows * (args.steps + args.warmup), args.length))
     x = {"source": ids.astype("int32"), "target": ids.astype("int32")}
     model.fit(x, ids, batch_size=rows, steps_per_epoch=args.warmup, epochs=1, verbose=0)
+    _wait_for_device(model)
     start = time.perf_counter()
     model.fit(x, ids, batch_size=rows, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    _wait_for_device(model)
     seconds = time.perf_counter() - start
     tokens_per_sec = rows * args.length * args.steps / seconds
     result = {

@@ -177,6 +177,7 @@ sys.meta_path.insert(0, _NoTensorFlow())
 """
 
 
+@pytest.mark.slow  # a JAX child process: about 40 s of CPU for a benchmark script
 def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(tmp_path):
     """The GPU command (`KERAS_BACKEND=jax python benchmarks/train_benchmark.py ...`) on a
     machine without TensorFlow: it must run and compile the step with jax.jit by default (a
