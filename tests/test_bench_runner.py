@@ -186,7 +186,7 @@ def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(tmp_path):
 
     require("jax")
     (tmp_path / "sitecustomize.py").write_text(NO_TENSORFLOW)
-    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "KERAS_BACKEND": "jax", **BACKEND_ENV["jax"], "PYTHONPATH": path}
     args = ["--config", "tiny", "--vocab-size", "200", "--batch-tokens", "64", "--length", "8",
             "--steps", "1", "--warmup", "1", "--peak-tflops", "1"]  # fmt: skip
@@ -198,8 +198,8 @@ def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(tmp_path):
     result = json.loads(child.stdout.strip().splitlines()[-1])
     from keras_transformer import TransformerConfig, build_transformer
 
-    parameters = build_transformer(TransformerConfig.preset("tiny", 200, max_length=8))
+    model = build_transformer(TransformerConfig.preset("tiny", 200, max_length=8))
     assert result["backend"] == "jax" and result["jit_compile"] is True
     assert result["accelerator"] == "none"  # JAX_PLATFORMS=cpu
-    assert result["parameters"] == parameters.count_params()
+    assert result["parameters"] == model.count_params()
     assert result["target_tokens_per_sec"] > 0 and "mfu" in result
