@@ -128,6 +128,7 @@ def test_pytorch_bfloat16_peer_trains_with_our_parameter_count(bench, our_counts
     assert parameters == our_counts["quick"]
 
 
+@pytest.mark.slow  # builds and trains Model Garden's model: about 46 s on a 2-core CPU
 def test_model_garden_bfloat16_peer_computes_in_bfloat16_and_leaves_the_policy(bench):
     pytest.importorskip("tf_keras")
     pytest.importorskip("official.nlp.modeling.models")
