@@ -179,7 +179,7 @@ sys.meta_path.insert(0, _NoTensorFlow())
 
 
 @pytest.mark.slow  # a JAX child process: about 40 s of CPU for a benchmark script
-def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(tmp_path):
+def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(our_counts, tmp_path):
     """The GPU command (`KERAS_BACKEND=jax python benchmarks/train_benchmark.py ...`) on a
     machine without TensorFlow: it must run and compile the step with jax.jit by default (a
     bare compile(jit_compile=False) ran it op by op, 23x slower on the tiny preset)."""
@@ -197,10 +197,7 @@ def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(tmp_path):
     )
     assert child.returncode == 0, child.stderr[-4000:]
     result = json.loads(child.stdout.strip().splitlines()[-1])
-    from keras_transformer import TransformerConfig, build_transformer
-
-    model = build_transformer(TransformerConfig.preset("tiny", 200, max_length=8))
     assert result["backend"] == "jax" and result["jit_compile"] is True
     assert result["accelerator"] == "none"  # JAX_PLATFORMS=cpu
-    assert result["parameters"] == model.count_params()
+    assert result["parameters"] == our_counts["tiny"]  # the same sizes (vocabulary 200)
     assert result["target_tokens_per_sec"] > 0 and "mfu" in result
