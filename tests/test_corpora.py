@@ -352,6 +352,10 @@ def test_carve_off_keeps_near_duplicate_sources_out_of_dev_and_test(tmp_path, fo
 # End to end ---------------------------------------------------------------------------------
 
 
+# Slow: a whole training run (41 s on a 2-core CPU) for flags whose parts the default stage
+# checks in process (test_file_pair_flags_and_every_field_has_a_flag, the text-file and
+# reverse readers above, test_reversed_run_evaluates_against_reversed_references).
+@pytest.mark.slow
 def test_train_cli_with_separate_files_and_reverse(tmp_path: Path):
     """Train from two files (dev carved off them), test on two other files, backwards."""
     write_tsv(tmp_path / "pairs.tsv", n=124)
