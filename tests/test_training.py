@@ -421,6 +421,9 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
         np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6, atol=1e-7)
 
 
+ACCUMULATE_2_AUTO = ["--accumulate-steps", "2", "--mixed-precision", "auto"]
+
+
 @pytest.mark.parametrize(
     "flags",
     [
@@ -429,14 +432,13 @@ def test_average_checkpoints_equals_numpy_mean(tmp_path):
         pytest.param(["--jit-compile"], marks=pytest.mark.slow),
         # The default policy ("auto", which TINY_TRAIN_FLAGS turns off) with accumulation, on
         # one device: one run for both (a separate "auto" run cost about 30 s).
-        ["--accumulate-steps", "2", "--mixed-precision", "auto"],
+        ACCUMULATE_2_AUTO,
         # The same with two replicas: slow (53-142 s on a 2-core CPU; tracing the mirrored,
         # accumulating step is most of it). The default stage keeps both parts in process:
         # test_mirrored_strategy_matches_one_device and (test_accumulation.py)
         # test_two_replicas_accumulate_like_one_device.
         pytest.param(
-            ["--strategy", "mirrored", "--cpu-replicas", "2", "--accumulate-steps", "2"]
-            + ["--mixed-precision", "auto"],
+            ["--strategy", "mirrored", "--cpu-replicas", "2", *ACCUMULATE_2_AUTO],
             marks=pytest.mark.slow,
         ),
     ],
