@@ -1,12 +1,19 @@
 """Training throughput: target tokens/s of `model.fit` steps on synthetic token-budget batches.
 
     python benchmarks/train_benchmark.py --config tiny --batch-tokens 3072 --steps 30
-    KERAS_BACKEND=jax python benchmarks/train_benchmark.py --config big --vocab-size 32000 \
-        --batch-tokens 16384 --length 64 --mixed-precision mixed_bfloat16 --peak-tflops 989
+    XLA_FLAGS=--xla_gpu_enable_triton_gemm=false KERAS_BACKEND=jax \
+        python benchmarks/train_benchmark.py --config big --vocab-size 32000 \
+        --batch-tokens 65536 --length 64 --mixed-precision mixed_bfloat16 --peak-tflops 989
 
 (the second on an H100 or H200, whose dense bfloat16 peak is 989 TFLOP/s; it runs without
-TensorFlow). The train step is compiled as Keras' `jit_compile="auto"` decides unless
---jit-compile says on or off: under JAX that is `jax.jit` (off runs the step op by op, many
+TensorFlow; the XLA flag was 1.06x on an H100, benchmarks/README.md).
+
+--pytorch then times PyTorch's nn.Transformer of the same sizes on the same batch shape and
+device (`benchmarks/peers/pytorch_nmt.py`; CUDA where there is one, bfloat16
+autocast under --mixed-precision mixed_bfloat16); it has no dropout, so it needs --dropout 0.
+
+The train step is compiled as Keras' `jit_compile="auto"` decides unless --jit-compile says
+on or off: under JAX that is `jax.jit` (off runs the step op by op, many
 times slower), under TensorFlow XLA on a GPU and none on a CPU.
 
 Prints one JSON line per run with the machine, its accelerator, versions, settings (the
@@ -50,7 +57,10 @@ def run(args) -> dict:
 
     if args.mixed_precision != "none":
         keras.mixed_precision.set_dtype_policy(args.mixed_precision)
-    config = TransformerConfig.preset(args.config, args.vocab_size, max_length=args.length)
+    overrides = {} if args.dropout is None else {"dropout": args.dropout}
+    config = TransformerConfig.preset(
+        args.config, args.vocab_size, max_length=args.length, **overrides
+    )
     model = build_transformer(config)
     model.compile(
         optimizer=keras.optimizers.Adam(TransformerSchedule(config.d_model), 0.9, 0.98, 1e-9),
@@ -78,18 +88,53 @@ def run(args) -> dict:
         "parameters": model.count_params(),
         "batch": [rows, args.length],
         "mixed_precision": args.mixed_precision,
+        "dropout": config.dropout,
         "jit_compile": model.jit_compile,  # as resolved by Keras
         "step_ms": round(1000 * seconds / args.steps, 1),
         "target_tokens_per_sec": round(tokens_per_sec),
     }
-    if args.peak_tflops:
-        result["mfu"] = round(
-            6 * model.count_params() * tokens_per_sec / (args.peak_tflops * 1e12), 4
-        )
+    return _with_mfu(result, args.peak_tflops)
+
+
+def _with_mfu(result: dict, peak_tflops: float) -> dict:
+    if peak_tflops:
+        flops = 6 * result["parameters"] * result["target_tokens_per_sec"]
+        result["mfu"] = round(flops / (peak_tflops * 1e12), 4)
     return result
 
 
-def main(argv=None) -> None:
+def run_pytorch(args) -> dict:
+    """PyTorch's nn.Transformer of the same sizes (no dropout) on the same batch shape."""
+    import torch
+    from peers.pytorch_nmt import make_train
+    from peers.spec import Spec
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rows = max(1, args.batch_tokens // args.length)
+    spec = Spec(config=args.config, vocab_size=args.vocab_size, batch=rows,
+                length=args.length, out_length=args.length)  # fmt: skip
+    bfloat16 = args.mixed_precision == "mixed_bfloat16"
+    steps, parameters = make_train(spec, bfloat16=bfloat16, device=device)
+    steps(args.warmup)
+    start = time.perf_counter()
+    steps(args.steps)
+    seconds = time.perf_counter() - start
+    del steps  # its model and optimizer: give the GPU memory back before ours runs
+    torch.cuda.empty_cache()
+    result = {
+        "system": f"pytorch {torch.__version__}",
+        "device": device,
+        "config": args.config,
+        "parameters": parameters,
+        "batch": [rows, args.length],
+        "bfloat16_autocast": bfloat16,
+        "step_ms": round(1000 * seconds / args.steps, 1),
+        "target_tokens_per_sec": round(rows * args.length * args.steps / seconds),
+    }
+    return _with_mfu(result, args.peak_tflops)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -114,8 +159,28 @@ def main(argv=None) -> None:
         help="compile the train step: auto (Keras' choice: jax.jit under JAX, XLA on a "
         "TensorFlow GPU, none on a CPU), on (a bare --jit-compile) or off",
     )
+    parser.add_argument(
+        "--dropout", type=float, help="P_drop, overriding the preset's (base 0.1, big 0.3)"
+    )
     parser.add_argument("--peak-tflops", type=float, default=0.0, help="device peak, for MFU")
-    print(json.dumps(run(parser.parse_args(argv))))
+    parser.add_argument(
+        "--pytorch", action="store_true",
+        help="also time PyTorch's nn.Transformer on the same shapes (needs --dropout 0)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.pytorch and args.dropout != 0:
+        given = "none, so the preset's" if args.dropout is None else args.dropout
+        parser.error(f"--pytorch compares without dropout: pass --dropout 0 (given: {given})")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    # PyTorch first: JAX takes 75 % of a GPU's memory when it starts
+    theirs = run_pytorch(args) if args.pytorch else None
+    print(json.dumps(run(args)))
+    if theirs:
+        print(json.dumps(theirs))
 
 
 if __name__ == "__main__":

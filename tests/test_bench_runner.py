@@ -178,26 +178,81 @@ sys.meta_path.insert(0, _NoTensorFlow())
 """
 
 
-@pytest.mark.slow  # a JAX child process: about 40 s of CPU for a benchmark script
-def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(our_counts, tmp_path):
-    """The GPU command (`KERAS_BACKEND=jax python benchmarks/train_benchmark.py ...`) on a
-    machine without TensorFlow: it must run and compile the step with jax.jit by default (a
-    bare compile(jit_compile=False) ran it op by op, 23x slower on the tiny preset)."""
+def _run_under_jax_without_tensorflow(script: str, args: list[str], tmp_path) -> dict:
+    """benchmarks/`script` in a child process as on the GPU machines (Keras on JAX, here on the
+    CPU, TensorFlow hidden): its last line of output, parsed as JSON."""
     from test_backends import BACKEND_ENV, require
 
     require("jax")
     (tmp_path / "sitecustomize.py").write_text(NO_TENSORFLOW)
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "KERAS_BACKEND": "jax", **BACKEND_ENV["jax"], "PYTHONPATH": path}
+    child = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-4000:]
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # a JAX child process: about 40 s of CPU for a benchmark script
+def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(our_counts, tmp_path):
+    """The GPU command (`KERAS_BACKEND=jax python benchmarks/train_benchmark.py ...`) on a
+    machine without TensorFlow: it must run and compile the step with jax.jit by default (a
+    bare compile(jit_compile=False) ran it op by op, 23x slower on the tiny preset)."""
     args = ["--config", "tiny", "--vocab-size", "200", "--batch-tokens", "64", "--length", "8",
             "--steps", "1", "--warmup", "1", "--peak-tflops", "1"]  # fmt: skip
-    script = str(BENCHMARKS / "train_benchmark.py")
-    child = subprocess.run(
-        [sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert child.returncode == 0, child.stderr[-4000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
+    result = _run_under_jax_without_tensorflow("train_benchmark.py", args, tmp_path)
     assert result["backend"] == "jax" and result["jit_compile"] is True
     assert result["accelerator"] == "none"  # JAX_PLATFORMS=cpu
     assert result["parameters"] == our_counts["tiny"]  # the same sizes (vocabulary 200)
     assert result["target_tokens_per_sec"] > 0 and "mfu" in result
+
+
+@pytest.mark.slow  # a JAX child process, four parts compiled: about 40 s of CPU
+@pytest.mark.parametrize("attention", ["ours", "fused"])
+def test_jax_step_profile_times_every_part_without_tensorflow(attention, tmp_path):
+    """benchmarks/profile_train_step_jax.py, the GPU profile, on the tiny preset: every part
+    timed, and the parts nested (the backward pass contains the forward pass)."""
+    args = ["--config", "tiny", "--vocab-size", "200", "--batch", "4", "--length", "8",
+            "--steps", "1", "--repeats", "1", "--attention", attention]  # fmt: skip
+    result = _run_under_jax_without_tensorflow("profile_train_step_jax.py", args, tmp_path)
+    assert result["backend"] == "jax" and result["attention"] == attention
+    ms = result["ms"]
+    assert list(ms) == ["forward", "+ loss", "+ backward", "fit step"]
+    assert all(value > 0 for value in ms.values())
+    assert ms["+ backward"] > ms["forward"] and result["share_of_fit_step"]["fit step"] == 1.0
+
+
+def _train_benchmark():
+    spec = importlib.util.spec_from_file_location(
+        "train_benchmark", BENCHMARKS / "train_benchmark.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("dropout", [None, "0.1"])
+def test_train_benchmark_compares_with_pytorch_only_without_dropout(bench, dropout, capsys):
+    """The PyTorch peer has no dropout: --pytorch with the preset's or any other P_drop is an
+    error that names the value given, before anything runs."""
+    args = ["--config", "tiny", "--pytorch"] + ([] if dropout is None else ["--dropout", dropout])
+    with pytest.raises(SystemExit) as stop:
+        _train_benchmark().main(args)
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert "pass --dropout 0" in error and f"given: {dropout or 'none'}" in error
+
+
+def test_train_benchmark_times_pytorch_on_the_same_sizes(bench, our_counts):
+    """--pytorch times PyTorch's nn.Transformer on the benchmark's batch shape (CPU here)."""
+    pytest.importorskip("torch")
+    module = _train_benchmark()
+    args = ["--config", "tiny", "--vocab-size", "200", "--batch-tokens", "64", "--length", "8",
+            "--steps", "1", "--warmup", "1", "--dropout", "0", "--pytorch",
+            "--peak-tflops", "1"]  # fmt: skip
+    result = module.run_pytorch(module.parse_args(args))
+    assert result["device"] == "cpu" and result["batch"] == [8, 8]
+    assert result["parameters"] == our_counts["tiny"]  # the same sizes (vocabulary 200)
+    assert result["target_tokens_per_sec"] > 0 and result["mfu"] > 0

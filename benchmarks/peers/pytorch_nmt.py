@@ -69,7 +69,9 @@ def build(config):
 
         def forward(self, source, target):
             length = target.shape[1]
-            causal = torch.triu(torch.ones(length, length, dtype=torch.bool), 1)  # True: masked
+            causal = torch.triu(  # True: masked
+                torch.ones(length, length, dtype=torch.bool, device=target.device), 1
+            )
             source_pad = source == self.pad_id  # (batch, src_len)
             hidden = self.transformer(
                 self.embed(source), self.embed(target), tgt_mask=causal, tgt_is_causal=True,
@@ -85,17 +87,18 @@ def count_params(config) -> int:
     return sum(p.numel() for p in build(config).parameters())
 
 
-def make_train(spec: Spec, bfloat16: bool = False):
+def make_train(spec: Spec, bfloat16: bool = False, device: str = "cpu"):
     """`(run(steps), parameters)`: forward, loss, backward, Adam step and schedule step;
-    `bfloat16`: forward and loss under `torch.autocast("cpu", torch.bfloat16)` (float32
-    weights and optimizer, like Keras' "mixed_bfloat16")."""
+    `bfloat16`: forward and loss under `torch.autocast(device type, torch.bfloat16)` (float32
+    weights and optimizer, like Keras' "mixed_bfloat16"). `device`: a torch device ("cpu",
+    "cuda"); `run` returns once the device has finished its steps."""
     import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(os.cpu_count())
     torch.manual_seed(0)
     config = spec.model_config()
-    model = build(config).train()
+    model = build(config).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     warmup, d_model = spec.warmup_steps, config.d_model
 
@@ -104,11 +107,12 @@ def make_train(spec: Spec, bfloat16: bool = False):
         return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-    batch = {k: torch.from_numpy(v).long() for k, v in train_batch(spec).items()}
+    batch = {k: torch.from_numpy(v).long().to(device) for k, v in train_batch(spec).items()}
+    device_type = torch.device(device).type
 
     def run(steps: int) -> None:
         for _ in range(steps):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
+            with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bfloat16):
                 logits = model(batch["source"], batch["target"])  # (batch, len, vocab)
                 loss = F.cross_entropy(
                     logits.reshape(-1, config.vocab_size).float(), batch["labels"].reshape(-1),
@@ -118,5 +122,7 @@ def make_train(spec: Spec, bfloat16: bool = False):
             loss.backward()
             optimizer.step()
             schedule.step()
+        if device_type == "cuda":  # CUDA runs asynchronously: wait for the last step
+            torch.cuda.synchronize()
 
     return run, sum(p.numel() for p in model.parameters())

@@ -1,0 +1,170 @@
+"""Where a GPU training step's time goes under Keras' JAX backend: nested parts, each jitted.
+
+    KERAS_BACKEND=jax python benchmarks/profile_train_step_jax.py --config big \
+        --vocab-size 32000 --batch 512 --length 64 --mixed-precision mixed_bfloat16
+
+The JAX twin of `profile_train_step.py` (TensorFlow), for a GPU machine without TensorFlow.
+Each part is one `jax.jit` function of the model's variables over the same synthetic batch
+(`--batch` sentences of `--length` tokens each side), and each part contains the previous one,
+so the differences are the cost of what a part adds:
+
+    forward          model.stateless_call(..., training=True) -> logits (their mean returned)
+    + loss           our label-smoothed cross-entropy on the logits
+    + backward       jax.value_and_grad of that loss over the trainable variables
+    fit step         model.train_on_batch as compiled by `model.compile` (Adam, the paper's
+                     schedule, our loss): the optimizer update and Keras' overhead are the
+                     difference to "+ backward"
+
+--attention fused swaps our attention core for `keras.ops.dot_product_attention` (cuDNN's
+fused kernel under JAX on a GPU where it applies, else JAX's own), to measure what fusing it
+would gain before building it into the layer.
+
+Parts are timed round-robin (`--repeats` rounds of `--steps` calls each, every call waited for)
+and the median per call is reported, with the share of the fit step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+from machine import accelerator_name  # benchmarks/machine.py, beside this script
+
+
+def _use_fused_attention() -> None:
+    """Patch `ScaledDotProductAttention.call` (no attention dropout; no weights returned)."""
+    from keras import ops
+
+    from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
+
+    def call(self, query, key, value, attention_mask=None, training=None):
+        # (batch, h, len, d) -> (batch, len, h, d), the layout of ops.dot_product_attention
+        q, k, v = (ops.transpose(t, (0, 2, 1, 3)) for t in (query, key, value))
+        output = ops.dot_product_attention(q, k, v, mask=attention_mask)  # (b, q_len, h, d_v)
+        return ops.transpose(output, (0, 2, 1, 3)), None  # -> (batch, h, q_len, d_v)
+
+    ScaledDotProductAttention.call = call
+
+
+def _model(args):
+    import keras
+
+    from keras_transformer import TransformerConfig, build_transformer
+    from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
+    from keras_transformer.training.schedule import TransformerSchedule
+
+    if args.mixed_precision != "none":
+        keras.mixed_precision.set_dtype_policy(args.mixed_precision)
+    overrides = {} if args.dropout is None else {"dropout": args.dropout}
+    config = TransformerConfig.preset(
+        args.config, args.vocab_size, max_length=args.length, **overrides
+    )
+    model = build_transformer(config)
+    loss_fn = MaskedLabelSmoothedCrossEntropy(config.label_smoothing)
+    optimizer = keras.optimizers.Adam(TransformerSchedule(config.d_model), 0.9, 0.98, 1e-9)
+    model.compile(optimizer=optimizer, loss=loss_fn, jit_compile=True)
+    return model, loss_fn
+
+
+def _parts(model, loss_fn, inputs, labels) -> dict:
+    """name -> a no-argument function that runs the part once and waits for it."""
+    import jax
+    from keras import ops
+
+    def logits_of(weights, frozen):  # frozen: the non-trainable ones, dropout seeds among them
+        logits, _ = model.stateless_call(weights, frozen, inputs, training=True)
+        return logits  # (batch, length, vocab)
+
+    def loss_of(weights, frozen):
+        return ops.mean(loss_fn(labels, logits_of(weights, frozen)))
+
+    def jitted(function):
+        """`function` of the variables' current values (`train_on_batch` donates the old ones)."""
+        compiled = jax.jit(function)
+        return lambda: jax.block_until_ready(
+            compiled(
+                [v.value for v in model.trainable_variables],
+                [v.value for v in model.non_trainable_variables],
+            )
+        )
+
+    def fit_step():
+        model.train_on_batch(inputs, labels)
+        ops.convert_to_numpy(model.trainable_variables[-1])  # the last weight is written last
+
+    return {
+        "forward": jitted(lambda w, f: ops.mean(logits_of(w, f))),
+        "+ loss": jitted(loss_of),
+        "+ backward": jitted(jax.value_and_grad(loss_of)),
+        "fit step": fit_step,
+    }
+
+
+def run(args) -> dict:
+    import keras
+    import numpy as np
+
+    if args.attention == "fused":
+        _use_fused_attention()
+    model, loss_fn = _model(args)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(4, args.vocab_size, size=(args.batch, args.length)).astype("int32")
+    parts = _parts(model, loss_fn, {"source": ids, "target": ids}, ids)
+    times = {name: [] for name in parts}
+    for part in parts.values():  # compile and warm up
+        part()
+        part()
+    for _ in range(args.repeats):
+        for name, part in parts.items():
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                part()
+            times[name].append(1000 * (time.perf_counter() - start) / args.steps)
+    step_ms = statistics.median(times["fit step"])
+    return {
+        "accelerator": accelerator_name(),
+        "backend": keras.backend.backend(),
+        "keras": keras.__version__,
+        "python": platform.python_version(),
+        "config": args.config,
+        "parameters": model.count_params(),
+        "batch": [args.batch, args.length],
+        "mixed_precision": args.mixed_precision,
+        "dropout": model.config.dropout,
+        "attention": args.attention,
+        "ms": {name: round(statistics.median(t), 2) for name, t in times.items()},
+        "share_of_fit_step": {
+            name: round(statistics.median(t) / step_ms, 3) for name, t in times.items()
+        },
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--config", default="tiny", choices=("tiny", "base", "big"))
+    parser.add_argument("--vocab-size", type=int, default=8000, help="shared vocabulary")
+    parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--length", type=int, default=32, help="source and target tokens")
+    parser.add_argument("--steps", type=int, default=5, help="calls per timed round")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median)")
+    parser.add_argument(
+        "--mixed-precision", default="none",
+        choices=("none", "mixed_bfloat16", "mixed_float16"), help="dtype policy",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dropout", type=float, help="P_drop, overriding the preset's (base 0.1, big 0.3)"
+    )
+    parser.add_argument(
+        "--attention", default="ours", choices=("ours", "fused"),
+        help="our attention core, or keras.ops.dot_product_attention in its place",
+    )  # fmt: skip
+    print(json.dumps(run(parser.parse_args(argv))))
+
+
+if __name__ == "__main__":
+    main()
