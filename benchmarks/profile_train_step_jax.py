@@ -31,7 +31,8 @@ import platform
 import statistics
 import time
 
-from machine import accelerator_name  # benchmarks/machine.py, beside this script
+from machine import accelerator_name  # benchmarks/machine.py and train_benchmark.py, beside
+from train_benchmark import add_model_arguments, build_model
 
 
 def _use_fused_attention() -> None:
@@ -47,26 +48,6 @@ def _use_fused_attention() -> None:
         return ops.transpose(output, (0, 2, 1, 3)), None  # -> (batch, h, q_len, d_v)
 
     ScaledDotProductAttention.call = call
-
-
-def _model(args):
-    import keras
-
-    from keras_transformer import TransformerConfig, build_transformer
-    from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
-    from keras_transformer.training.schedule import TransformerSchedule
-
-    if args.mixed_precision != "none":
-        keras.mixed_precision.set_dtype_policy(args.mixed_precision)
-    overrides = {} if args.dropout is None else {"dropout": args.dropout}
-    config = TransformerConfig.preset(
-        args.config, args.vocab_size, max_length=args.length, **overrides
-    )
-    model = build_transformer(config)
-    loss_fn = MaskedLabelSmoothedCrossEntropy(config.label_smoothing)
-    optimizer = keras.optimizers.Adam(TransformerSchedule(config.d_model), 0.9, 0.98, 1e-9)
-    model.compile(optimizer=optimizer, loss=loss_fn, jit_compile=True)
-    return model, loss_fn
 
 
 def _parts(model, loss_fn, inputs, labels) -> dict:
@@ -109,7 +90,8 @@ def run(args) -> dict:
 
     if args.attention == "fused":
         _use_fused_attention()
-    model, loss_fn = _model(args)
+    model = build_model(args, jit_compile=True)
+    loss_fn = model.loss
     rng = np.random.default_rng(0)
     ids = rng.integers(4, args.vocab_size, size=(args.batch, args.length)).astype("int32")
     parts = _parts(model, loss_fn, {"source": ids, "target": ids}, ids)
@@ -146,19 +128,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--config", default="tiny", choices=("tiny", "base", "big"))
-    parser.add_argument("--vocab-size", type=int, default=8000, help="shared vocabulary")
+    add_model_arguments(parser)
     parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
-    parser.add_argument("--length", type=int, default=32, help="source and target tokens")
     parser.add_argument("--steps", type=int, default=5, help="calls per timed round")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median)")
-    parser.add_argument(
-        "--mixed-precision", default="none",
-        choices=("none", "mixed_bfloat16", "mixed_float16"), help="dtype policy",
-    )  # fmt: skip
-    parser.add_argument(
-        "--dropout", type=float, help="P_drop, overriding the preset's (base 0.1, big 0.3)"
-    )
     parser.add_argument(
         "--attention", default="ours", choices=("ours", "fused"),
         help="our attention core, or keras.ops.dot_product_attention in its place",

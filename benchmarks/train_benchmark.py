@@ -47,9 +47,26 @@ def _wait_for_device(model) -> None:
     keras.ops.convert_to_numpy(model.trainable_variables[-1])
 
 
-def run(args) -> dict:
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that choose the model and its precision (also profile_train_step_jax.py's)."""
+    parser.add_argument(
+        "--config", default="tiny", choices=("tiny", "base", "big"), help="model preset"
+    )
+    parser.add_argument("--vocab-size", type=int, default=8000, help="shared vocabulary")
+    parser.add_argument("--length", type=int, default=32, help="source and target length")
+    parser.add_argument(
+        "--mixed-precision", default="none",
+        choices=("none", "mixed_bfloat16", "mixed_float16"), help="dtype policy",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dropout", type=float, help="P_drop, overriding the preset's (base 0.1, big 0.3)"
+    )
+
+
+def build_model(args, jit_compile):
+    """Our Transformer of `add_model_arguments`' flags, compiled with the paper's Adam and
+    schedule and our label-smoothed loss (`model.loss`)."""
     import keras
-    import numpy as np
 
     from keras_transformer import TransformerConfig, build_transformer
     from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
@@ -65,8 +82,16 @@ def run(args) -> dict:
     model.compile(
         optimizer=keras.optimizers.Adam(TransformerSchedule(config.d_model), 0.9, 0.98, 1e-9),
         loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing),
-        jit_compile=JIT_COMPILE[args.jit_compile],
+        jit_compile=jit_compile,
     )
+    return model
+
+
+def run(args) -> dict:
+    import keras
+    import numpy as np
+
+    model = build_model(args, JIT_COMPILE[args.jit_compile])
     rows = max(1, args.batch_tokens // args.length)
     rng = np.random.default_rng(0)
     ids = rng.integers(4, args.vocab_size, size=(rows * (args.steps + args.warmup), args.length))
@@ -88,7 +113,7 @@ def run(args) -> dict:
         "parameters": model.count_params(),
         "batch": [rows, args.length],
         "mixed_precision": args.mixed_precision,
-        "dropout": config.dropout,
+        "dropout": model.config.dropout,
         "jit_compile": model.jit_compile,  # as resolved by Keras
         "step_ms": round(1000 * seconds / args.steps, 1),
         "target_tokens_per_sec": round(tokens_per_sec),
@@ -138,18 +163,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument(
-        "--config", default="tiny", choices=("tiny", "base", "big"), help="model preset"
-    )
-    parser.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size")
+    add_model_arguments(parser)
     parser.add_argument("--batch-tokens", type=int, default=3072, help="tokens per batch side")
-    parser.add_argument("--length", type=int, default=32, help="source and target length")
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps (tracing, XLA)")
-    parser.add_argument(
-        "--mixed-precision", default="none",
-        choices=("none", "mixed_bfloat16", "mixed_float16"), help="dtype policy",
-    )  # fmt: skip
     parser.add_argument(
         "--jit-compile",
         nargs="?",
@@ -158,9 +175,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=tuple(JIT_COMPILE),
         help="compile the train step: auto (Keras' choice: jax.jit under JAX, XLA on a "
         "TensorFlow GPU, none on a CPU), on (a bare --jit-compile) or off",
-    )
-    parser.add_argument(
-        "--dropout", type=float, help="P_drop, overriding the preset's (base 0.1, big 0.3)"
     )
     parser.add_argument("--peak-tflops", type=float, default=0.0, help="device peak, for MFU")
     parser.add_argument(
