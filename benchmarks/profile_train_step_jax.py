@@ -32,7 +32,7 @@ import statistics
 import time
 
 from machine import accelerator_name  # benchmarks/machine.py and train_benchmark.py, beside
-from train_benchmark import add_model_arguments, build_model
+from train_benchmark import add_model_arguments, build_model, wait_for_device
 
 
 def _use_fused_attention() -> None:
@@ -74,7 +74,7 @@ def _parts(model, loss_fn, inputs, labels) -> dict:
 
     def fit_step():
         model.train_on_batch(inputs, labels)
-        ops.convert_to_numpy(model.trainable_variables[-1])  # the last weight is written last
+        wait_for_device(model)
 
     return {
         "forward": jitted(lambda w, f: ops.mean(logits_of(w, f))),

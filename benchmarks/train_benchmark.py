@@ -39,7 +39,7 @@ def _machine() -> str:
     return f"{cpu_name()}, {os.cpu_count()} cores"
 
 
-def _wait_for_device(model) -> None:
+def wait_for_device(model) -> None:
     """Block until the last update is computed: JAX dispatches device work asynchronously, so
     `fit` can return before a GPU has finished its steps. The last weight is written last."""
     import keras
@@ -87,20 +87,25 @@ def build_model(args, jit_compile):
     return model
 
 
+def batch_rows(args) -> int:
+    """Sentences per batch: --batch-tokens of --length tokens each (at least one)."""
+    return max(1, args.batch_tokens // args.length)
+
+
 def run(args) -> dict:
     import keras
     import numpy as np
 
     model = build_model(args, JIT_COMPILE[args.jit_compile])
-    rows = max(1, args.batch_tokens // args.length)
+    rows = batch_rows(args)
     rng = np.random.default_rng(0)
     ids = rng.integers(4, args.vocab_size, size=(rows * (args.steps + args.warmup), args.length))
     x = {"source": ids.astype("int32"), "target": ids.astype("int32")}
     model.fit(x, ids, batch_size=rows, steps_per_epoch=args.warmup, epochs=1, verbose=0)
-    _wait_for_device(model)
+    wait_for_device(model)
     start = time.perf_counter()
     model.fit(x, ids, batch_size=rows, steps_per_epoch=args.steps, epochs=1, verbose=0)
-    _wait_for_device(model)
+    wait_for_device(model)
     seconds = time.perf_counter() - start
     tokens_per_sec = rows * args.length * args.steps / seconds
     result = {
@@ -135,7 +140,7 @@ def run_pytorch(args) -> dict:
     from peers.spec import Spec
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    rows = max(1, args.batch_tokens // args.length)
+    rows = batch_rows(args)
     spec = Spec(config=args.config, vocab_size=args.vocab_size, batch=rows,
                 length=args.length, out_length=args.length)  # fmt: skip
     bfloat16 = args.mixed_precision == "mixed_bfloat16"
