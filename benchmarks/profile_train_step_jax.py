@@ -25,14 +25,13 @@ and the median per call is reported, with the share of the fit step.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import statistics
 import time
 
 from machine import accelerator_name  # benchmarks/machine.py and train_benchmark.py, beside
-from train_benchmark import add_model_arguments, build_model, wait_for_device
+from train_benchmark import build_model, model_parser, wait_for_device
 
 
 def _use_fused_attention() -> None:
@@ -125,10 +124,7 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    add_model_arguments(parser)
+    parser = model_parser(__doc__)
     parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
     parser.add_argument("--steps", type=int, default=5, help="calls per timed round")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median)")

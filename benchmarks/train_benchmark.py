@@ -47,8 +47,12 @@ def wait_for_device(model) -> None:
     keras.ops.convert_to_numpy(model.trainable_variables[-1])
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags that choose the model and its precision (also profile_train_step_jax.py's)."""
+def model_parser(description: str) -> argparse.ArgumentParser:
+    """A parser with the flags that choose the model and its precision: this script's and
+    profile_train_step_jax.py's, which add their own flags to it."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument(
         "--config", default="tiny", choices=("tiny", "base", "big"), help="model preset"
     )
@@ -61,10 +65,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dropout", type=float, help="P_drop, overriding the preset's (base 0.1, big 0.3)"
     )
+    return parser
 
 
 def build_model(args, jit_compile):
-    """Our Transformer of `add_model_arguments`' flags, compiled with the paper's Adam and
+    """Our Transformer of `model_parser`'s flags, compiled with the paper's Adam and
     schedule and our label-smoothed loss (`model.loss`)."""
     import keras
 
@@ -165,10 +170,7 @@ def run_pytorch(args) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    add_model_arguments(parser)
+    parser = model_parser(__doc__)
     parser.add_argument("--batch-tokens", type=int, default=3072, help="tokens per batch side")
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps (tracing, XLA)")
