@@ -112,7 +112,6 @@ def run(args) -> dict:
     model.fit(x, ids, batch_size=rows, steps_per_epoch=args.steps, epochs=1, verbose=0)
     wait_for_device(model)
     seconds = time.perf_counter() - start
-    tokens_per_sec = rows * args.length * args.steps / seconds
     result = {
         "machine": _machine(),
         "accelerator": accelerator_name(),
@@ -125,16 +124,19 @@ def run(args) -> dict:
         "mixed_precision": args.mixed_precision,
         "dropout": model.config.dropout,
         "jit_compile": model.jit_compile,  # as resolved by Keras
-        "step_ms": round(1000 * seconds / args.steps, 1),
-        "target_tokens_per_sec": round(tokens_per_sec),
     }
-    return _with_mfu(result, args.peak_tflops)
+    return _with_rates(result, args, seconds)
 
 
-def _with_mfu(result: dict, peak_tflops: float) -> dict:
-    if peak_tflops:
+def _with_rates(result: dict, args, seconds: float) -> dict:
+    """`result` of --steps steps of `result["batch"]` in `seconds`, with the step time, target
+    tokens/s and, given --peak-tflops, MFU (6 x parameters x tokens/s / peak)."""
+    rows, length = result["batch"]
+    result["step_ms"] = round(1000 * seconds / args.steps, 1)
+    result["target_tokens_per_sec"] = round(rows * length * args.steps / seconds)
+    if args.peak_tflops:
         flops = 6 * result["parameters"] * result["target_tokens_per_sec"]
-        result["mfu"] = round(flops / (peak_tflops * 1e12), 4)
+        result["mfu"] = round(flops / (args.peak_tflops * 1e12), 4)
     return result
 
 
@@ -163,10 +165,8 @@ def run_pytorch(args) -> dict:
         "parameters": parameters,
         "batch": [rows, args.length],
         "bfloat16_autocast": bfloat16,
-        "step_ms": round(1000 * seconds / args.steps, 1),
-        "target_tokens_per_sec": round(rows * args.length * args.steps / seconds),
     }
-    return _with_mfu(result, args.peak_tflops)
+    return _with_rates(result, args, seconds)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

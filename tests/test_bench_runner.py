@@ -24,11 +24,12 @@ def bench():
     """benchmarks/run.py as a module, with benchmarks/ importable (`peers`, `machine`)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(BENCHMARKS))
-        yield _load_runner()
+        yield _load_script("bench_run", "run.py")
 
 
-def _load_runner():
-    spec = importlib.util.spec_from_file_location("bench_run", BENCHMARKS / "run.py")
+def _load_script(name: str, script: str):
+    """benchmarks/`script` as a module called `name`."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -225,12 +226,7 @@ def test_jax_step_profile_times_every_part_without_tensorflow(attention, tmp_pat
 
 
 def _train_benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "train_benchmark", BENCHMARKS / "train_benchmark.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load_script("train_benchmark", "train_benchmark.py")
 
 
 @pytest.mark.parametrize("dropout", [None, "0.1"])
