@@ -10,11 +10,17 @@ command-line tools start fast and quiet. Import `keras_transformer.model` (or to
 registers the serializable classes.
 """
 
-from keras_transformer.config import SearchOptions, TrainingConfig, TransformerConfig
+from keras_transformer.config import (
+    DocumentOptions,
+    SearchOptions,
+    TrainingConfig,
+    TransformerConfig,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DocumentOptions",
     "SearchOptions",
     "TrainingConfig",
     "Transformer",

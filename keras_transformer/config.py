@@ -245,6 +245,63 @@ class SearchOptions:
         return dataclasses.replace(self, **changes)
 
 
+OVERLONG = ("split", "truncate")  # what happens to a segment longer than the model takes
+
+
+@dataclass(frozen=True)
+class DocumentOptions:
+    """How a whole input (a paragraph, a page, a document) is translated: every entry point
+    (`Translator`, the export's signatures, `translate.py`, `evaluate.py --segment`) splits it
+    into sentences, translates all sentences of a batch together and joins each input's
+    translations back with its own whitespace (`keras_transformer.data.segmenter`).
+
+    Args:
+        segment: split inputs into sentences; False sends each input whole (a line of a
+            sentence-per-line file is then one segment).
+        overlong: a segment longer than `max_segment_pieces` subword pieces is "split" further
+            at piece boundaries near the limit (after a comma or semicolon where there is one,
+            else between words) and every part is translated; "truncate" keeps only its first
+            `max_length - 1` pieces (the behaviour before documents; eager calls warn).
+        max_segment_pieces: the longest segment sent to the model, in pieces; None: the
+            model's `max_length // 2`, so that an output up to twice as long still fits
+            (the decoder stops at `max_length`).
+        max_input_bytes: longer inputs are refused (ValueError, INVALID_ARGUMENT over
+            TF Serving) with a message that names the limit.
+        batch_size: segments per beam search; the segments of a batch of inputs are sorted
+            by length and searched in batches of this size.
+    """
+
+    segment: bool = True
+    overlong: str = "split"
+    max_segment_pieces: int | None = None
+    max_input_bytes: int = 100_000
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.segment, bool):
+            raise ValueError(f"segment must be a bool. Received: segment={self.segment!r}")
+        check_choice("overlong", self.overlong, OVERLONG)
+        if self.max_segment_pieces is not None:
+            _check_positive_int("max_segment_pieces", self.max_segment_pieces)
+        _check_positive_int("max_input_bytes", self.max_input_bytes)
+        _check_positive_int("batch_size", self.batch_size)
+
+    @classmethod
+    def sentences(cls, **overrides: Any) -> DocumentOptions:
+        """Each input is one sentence, cut at the model's `max_length` (the behaviour before
+        documents): sentence-level evaluation, whose figures stay comparable."""
+        return cls(**{"segment": False, "overlong": "truncate", **overrides})
+
+    def segment_limit(self, max_length: int) -> int:
+        """The longest segment in pieces for a model of `max_length` (EOS not counted)."""
+        limit = self.max_segment_pieces or max_length // 2
+        return max(1, min(limit, max_length - 1))
+
+    def replace(self, **changes: Any) -> DocumentOptions:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
 STRATEGIES = ("auto", "mirrored", "one_device", "multi_worker")
 MIXED_PRECISION = ("auto", "none", "mixed_bfloat16", "mixed_float16")
 EVAL_DECODES = ("greedy", "beam")  # how training decodes its dev subset

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from keras_transformer import logging_utils, malloc
-from keras_transformer.config import QUICK_EVAL_ALPHA, SearchOptions
+from keras_transformer.config import OVERLONG, QUICK_EVAL_ALPHA, DocumentOptions, SearchOptions
 from keras_transformer.constants import INFERENCE_DTYPES
 
 # Errors a user causes (a path that does not exist, a bad flag value, a missing extra): one
@@ -113,6 +113,50 @@ def search_options(args: argparse.Namespace, **changes) -> SearchOptions:
         alpha = artifacts.run_eval_alpha(args.model_dir)
     values = dict(beam_size=args.beam_size, alpha=alpha, max_extra_length=args.max_extra_length)
     return SearchOptions(**{**values, **changes})
+
+
+def add_document_arguments(parser: argparse.ArgumentParser, segment_by_default: bool) -> None:
+    """How whole inputs are split (`DocumentOptions`): `--no-segment` (or `--segment` where
+    inputs are sentences by default), `--overlong`, `--max-segment-pieces`,
+    `--max-input-bytes`; `document_options(args)` turns them into one."""
+    defaults = DocumentOptions()
+    group = parser.add_argument_group("whole inputs (paragraphs, documents)")
+    if segment_by_default:
+        group.add_argument(
+            "--no-segment", dest="segment", action="store_false",
+            help="send each input whole instead of splitting it into sentences",
+        )  # fmt: skip
+    else:
+        group.add_argument(
+            "--segment", action="store_true",
+            help="split each input into sentences, translate them and join the translations "
+            "back with the input's own whitespace (default: each input is one sentence)",
+        )  # fmt: skip
+    group.add_argument(
+        "--overlong", choices=OVERLONG, default=None,
+        help="split: cut a sentence longer than --max-segment-pieces at piece boundaries "
+        "(after a comma or semicolon where there is one) and translate every part; truncate: "
+        "keep its first max_length - 1 pieces (default: split when segmenting, else truncate)",
+    )  # fmt: skip
+    group.add_argument(
+        "--max-segment-pieces", type=int, default=None,
+        help="the longest sentence sent to the model, in subword pieces (default: half the "
+        "model's max_length)",
+    )  # fmt: skip
+    group.add_argument(
+        "--max-input-bytes", type=int, default=defaults.max_input_bytes,
+        help="refuse longer inputs, naming the limit (default: %(default)s)",
+    )  # fmt: skip
+
+
+def document_options(args: argparse.Namespace) -> DocumentOptions:
+    """The `DocumentOptions` of the flags of `add_document_arguments` (ValueError names a bad
+    value)."""
+    overlong = args.overlong or ("split" if args.segment else "truncate")
+    return DocumentOptions(
+        segment=args.segment, overlong=overlong, max_segment_pieces=args.max_segment_pieces,
+        max_input_bytes=args.max_input_bytes,
+    )  # fmt: skip
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:

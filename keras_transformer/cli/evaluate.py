@@ -6,6 +6,12 @@
 (or `python pipelines/evaluate.py ...`). Prints BLEU (sacrebleu's standard 13a tokenization)
 and chrF with their signatures, and a paper-style tokenized BLEU (sacrebleu's "intl"
 tokenizer), see `keras_transformer.decoding.evaluation`.
+
+Each source line is one sentence unless --segment splits it (a line that holds a paragraph);
+--documents 2-12 joins lines into documents and reports document BLEU beside the BLEU of the
+lines translated one by one:
+
+    keras-transformer-evaluate --model-dir runs/sample_en_de --documents 2-12 --segment
 """
 
 from __future__ import annotations
@@ -48,7 +54,51 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", default=None, help="write the hypotheses here, one per line")
     parser.add_argument("--json", default=None, help="also write the figures as JSON here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    common.add_document_arguments(parser, segment_by_default=False)
+    parser.add_argument(
+        "--documents", default=None, metavar="MIN-MAX",
+        help="document BLEU: join consecutive lines into documents of MIN to MAX lines "
+        "(e.g. 2-12), translate each document whole (with --segment: split into sentences) "
+        "and report its BLEU beside the BLEU of the same lines translated one by one and "
+        "joined",
+    )  # fmt: skip
+    parser.add_argument(
+        "--document-join", choices=("space", "newline"), default="space",
+        help="what joins the lines of a document (default: %(default)s)",
+    )  # fmt: skip
     return parser
+
+
+def _document_lines(value: str) -> tuple[int, int]:
+    low, _, high = value.partition("-")
+    try:
+        return int(low), int(high or low)
+    except ValueError:
+        raise ValueError(
+            f"--documents must be MIN-MAX lines, e.g. 2-12. Received: {value!r}"
+        ) from None
+
+
+def evaluate_documents(args: argparse.Namespace, model, tokenizer, pairs, search) -> int:
+    from keras_transformer.decoding.evaluation import evaluate_documents, write_lines
+
+    separator = {"space": " ", "newline": "\n"}[args.document_join]
+    result = evaluate_documents(
+        model, tokenizer, pairs, search, common.document_options(args),
+        _document_lines(args.documents), separator, batch_size=args.batch_size,
+        progress=not args.no_progress,
+    )  # fmt: skip
+    hypotheses = result.pop("hypotheses")
+    print(f"documents: {result['num_documents']} of {args.documents} lines "
+          f"({result['num_lines']} lines, joined by {args.document_join})")  # fmt: skip
+    for name in ("document", "lines"):
+        print(f"{name:>8}: {result[name]['bleu_text']}  chrF {result[name]['chrf']:.2f}")
+    if args.output:
+        write_lines(args.output, hypotheses)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -67,9 +117,12 @@ def evaluate(args: argparse.Namespace) -> int:
             f"No sentence pairs to evaluate. Received: dataset={args.dataset!r}, "
             f"split={args.split!r}, limit={args.limit!r}"
         )
+    if args.documents:
+        return evaluate_documents(args, model, tokenizer, pairs, search)
     result = evaluate_bleu(
         model, tokenizer, pairs, search, batch_size=args.batch_size,
         output_path=args.output, progress=not args.no_progress,
+        documents=common.document_options(args),
     )  # fmt: skip
     result.update(dataset=args.dataset, split=args.split, model_dir=args.model_dir)
     print(format_report(result))

@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-best", type=int, default=4, help="width of translate_nbest (default: %(default)s)"
     )
     parser.add_argument("--jit-compile", action="store_true", help="XLA for numeric decoding")
+    common.add_document_arguments(parser, segment_by_default=True)
     return parser
 
 
@@ -40,6 +41,7 @@ def export(args: argparse.Namespace) -> int:
     path = export_savedmodel(
         args.model_dir, args.export_base, args.model_name, args.version, args.weights,
         common.search_options(args), args.n_best, args.jit_compile,
+        documents=common.document_options(args),
     )  # fmt: skip
     print(path)
     print("ops:", " ".join(sorted(saved_model_op_types(path))))

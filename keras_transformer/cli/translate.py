@@ -15,6 +15,11 @@ lines per source, `index<TAB>rank<TAB>score<TAB>translation` (TSV, sources count
 first). Beam search with the paper's settings is the default; --sampling greedy|topk|topp
 decodes greedily or samples (--temperature, --top-k, --top-p; the same --seed and input give
 the same output). Scores are log P(y | x) / ((5 + |y|) / 6) ** alpha either way.
+
+Each line is a whole input (a sentence or a paragraph): it is split into sentences, all
+sentences are translated in length-sorted batches and each line's translations are joined
+back in order; its score is the sum of its sentences' scores, and its k-th best joins each
+sentence's k-th best (--no-segment: one sentence per line, as before).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--batch-size", type=int, default=32, help="sources per batch")
     common.add_sampling_arguments(parser)
+    common.add_document_arguments(parser, segment_by_default=True)
     return parser
 
 
@@ -58,7 +64,7 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
     model, _, tokenizer = artifacts.load_trained(
         args.model_dir, weights=args.weights, dtype=args.dtype
     )
-    translator = Translator(model, tokenizer, search)
+    translator = Translator(model, tokenizer, search, documents=common.document_options(args))
     if sampling:
         return lambda lines, progress: translator.sample(
             lines, batch_size=args.batch_size, progress=progress, **sampling

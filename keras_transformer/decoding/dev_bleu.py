@@ -28,7 +28,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import artifacts
-from keras_transformer.config import EVAL_DECODES, SearchOptions
+from keras_transformer.config import EVAL_DECODES, DocumentOptions, SearchOptions
 from keras_transformer.decoding.evaluation import score_translations
 from keras_transformer.decoding.translator import Translator
 
@@ -116,7 +116,9 @@ class DevBleu(keras.callbacks.Callback):
         if self.history and self.history[-1]["step"] == step:
             return self.history[-1]
         if self._translator is None:
-            self._translator = Translator(self.model, self.tokenizer, self.search)
+            self._translator = Translator(
+                self.model, self.tokenizer, self.search, documents=DocumentOptions.sentences()
+            )
         started = time.perf_counter()
         hypotheses, _ = self._translator.translate(self.sources, batch_size=self.batch_size)
         scores = score_translations(hypotheses, self.references)

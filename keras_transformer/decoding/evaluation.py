@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 from collections.abc import Iterable
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from keras_transformer.config import SearchOptions
+from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.model import Transformer
 
@@ -61,6 +62,7 @@ def evaluate_bleu(
     batch_size: int = 64,
     output_path: str | None = None,
     progress: bool = True,
+    documents: DocumentOptions | None = None,
 ) -> dict:
     """Translate the sources of `pairs` with beam search and score them against the targets.
 
@@ -71,6 +73,8 @@ def evaluate_bleu(
         batch_size: sources per batch; batches hold sources of similar length.
         output_path: where to write the hypotheses, one per line in the input order.
         progress: show a tqdm progress bar.
+        documents: how sources are split (default `DocumentOptions.sentences()`: each source
+            is one sentence, as test sets are; `DocumentOptions()` translates documents).
 
     Returns:
         A JSON-serializable dict: `bleu`, `chrf`, `tokenized_bleu` (floats, 0-100), each with
@@ -84,7 +88,8 @@ def evaluate_bleu(
     sources = [source for source, _ in pairs]
     references = [reference for _, reference in pairs]
     search = search or SearchOptions()
-    translator = Translator(model, tokenizer, search)
+    documents = documents or DocumentOptions.sentences()
+    translator = Translator(model, tokenizer, search, documents=documents)
     hypotheses, scores = translator.translate(sources, batch_size=batch_size, progress=progress)
     result = score_translations(hypotheses, references)
     result.update(
@@ -97,6 +102,64 @@ def evaluate_bleu(
         write_lines(output_path, hypotheses)
         logger.info("Wrote %d hypotheses to %s", len(hypotheses), output_path)
     return result
+
+
+def group_documents(count: int, min_lines: int, max_lines: int, seed: int = 0) -> list[range]:
+    """Consecutive line indices `0..count-1` in groups of `min_lines` to `max_lines` lines
+    (sizes drawn uniformly with `seed`; the last group may be shorter)."""
+    if not 1 <= min_lines <= max_lines:
+        raise ValueError(
+            "Document sizes must satisfy 1 <= min_lines <= max_lines. "
+            f"Received: min_lines={min_lines!r}, max_lines={max_lines!r}"
+        )
+    draw, groups, start = random.Random(seed), [], 0
+    while start < count:
+        size = draw.randint(min_lines, max_lines)
+        groups.append(range(start, min(start + size, count)))
+        start += size
+    return groups
+
+
+def evaluate_documents(
+    model: Transformer,
+    tokenizer,
+    pairs: Iterable[tuple[str, str]],
+    search: SearchOptions | None = None,
+    documents: DocumentOptions | None = None,
+    lines: tuple[int, int] = (2, 12),
+    separator: str = " ",
+    batch_size: int = 64,
+    progress: bool = True,
+    seed: int = 0,
+) -> dict:
+    """Document BLEU: consecutive pairs joined by `separator` into documents of `lines`
+    (min, max) lines, each document translated whole (as `documents` says: default
+    `DocumentOptions()`, segmented), against the same lines translated one by one (each as one
+    sentence) and joined; both scored against the joined references.
+
+    Returns `{"document": score_translations(...), "lines": score_translations(...),
+    "num_documents", "num_lines", "separator", "hypotheses": document translations}`."""
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("pairs is empty: nothing to evaluate.")
+    search = search or SearchOptions()
+    groups = group_documents(len(pairs), *lines, seed=seed)
+    sources, references = zip(*pairs)
+    join = lambda texts: [separator.join(texts[i] for i in group) for group in groups]  # noqa: E731
+    one_by_one = Translator(model, tokenizer, search, documents=DocumentOptions.sentences())
+    line_hypotheses, _ = one_by_one.translate(sources, batch_size=batch_size, progress=progress)
+    whole = Translator(model, tokenizer, search, documents=documents or DocumentOptions())
+    document_hypotheses, _ = whole.translate(
+        join(sources), batch_size=max(1, batch_size // lines[1]), progress=progress
+    )
+    return {
+        "document": score_translations(document_hypotheses, join(references)),
+        "lines": score_translations(join(line_hypotheses), join(references)),
+        "num_documents": len(groups),
+        "num_lines": len(pairs),
+        "separator": separator,
+        "hypotheses": document_hypotheses,
+    }
 
 
 def format_report(result: dict) -> str:

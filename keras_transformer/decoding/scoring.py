@@ -16,6 +16,14 @@ tokens (EOS included):
 so scoring a beam-search output gives the score beam search reported for it. Sources are
 prepared as for translation (cut to the model's `max_length`, empty -> [EOS]); targets keep at
 most `max_length - 1` pieces plus EOS.
+
+Documents (`score_document_tensors`, the export's `score`): source and target are split into
+sentences by the same segmenter; where both have the same number of segments, the pairs are
+scored one by one and summed (log_prob and score: sums; per_token: log_prob over all target
+tokens), as `Translator` scores a document; a pair of empty segments adds 0. Where the
+counts differ (a human translation that merged two sentences), the whole pair is scored as
+one. A sentence that translation cut into parts (`DocumentOptions.segment_limit`) is scored
+whole, so its score differs from the translation's.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.config import SearchOptions
+from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.beam_search import length_penalty
 from keras_transformer.decoding.translator import check_model, prepare_source
 from keras_transformer.model import Transformer
@@ -92,6 +101,51 @@ def score_tensors(model: Transformer, tokenizer, sources, targets, alpha=None) -
         target.to_tensor(default_value=config.pad_id),
         alpha,
     )
+
+
+def score_document_tensors(model: Transformer, tokenizer, sources, targets, alpha=None) -> dict:
+    """Whole inputs: strings `(batch,)` and `(batch,)` -> `score_ids`'s dict, segment pairs
+    summed (see the module docstring); TF ops only (the export's `score` signature)."""
+    config = check_model(model).config
+    sources = tf.convert_to_tensor(sources, tf.string)
+    targets = tf.convert_to_tensor(targets, tf.string)
+    same = tf.debugging.assert_equal(
+        tf.size(sources), tf.size(targets), message="source and target batch sizes differ"
+    )
+    with tf.control_dependencies([same]):
+        sources = tf.identity(sources)
+    source_segments, target_segments = segment(sources).segments, segment(targets).segments
+    aligned = tf.equal(source_segments.row_lengths(), target_segments.row_lengths())  # (batch,)
+    whole_rows = tf.where(~aligned)[:, 0]  # (unaligned,): scored as one pair each
+
+    def pairs(segments, texts):  # -> (pairs,): aligned rows' segments, then unaligned rows
+        in_aligned = tf.gather(aligned, segments.value_rowids())
+        return tf.concat(
+            [tf.boolean_mask(segments.flat_values, in_aligned), tf.gather(texts, whole_rows)], 0
+        )
+
+    pairs_source = pairs(source_segments, sources)
+    pairs_target = pairs(target_segments, targets)
+    in_aligned = tf.gather(aligned, source_segments.value_rowids())
+    pairs_row = tf.concat(
+        [tf.boolean_mask(source_segments.value_rowids(), in_aligned), whole_rows], axis=0
+    )  # -> (pairs,): the input each pair belongs to
+    out = score_tensors(model, tokenizer, pairs_source, pairs_target, alpha)
+    empty = tf.equal(pairs_source, "") & tf.equal(pairs_target, "")  # (pairs,): adds 0
+    lengths = tf.minimum(tokenizer.tokenize(pairs_target).row_lengths() + 1, config.max_length)
+    batch = tf.size(sources, out_type=tf.int64)
+
+    def per_input(values):
+        values = tf.where(empty, tf.zeros_like(values), values)
+        return tf.math.unsorted_segment_sum(values, pairs_row, batch)  # -> (batch,)
+
+    log_prob = per_input(out["log_prob"])
+    tokens = per_input(tf.cast(lengths, tf.float32))
+    return {
+        "log_prob": log_prob,
+        "per_token": log_prob / tf.maximum(tokens, 1.0),
+        "score": per_input(out["score"]),
+    }
 
 
 def score_pairs(

@@ -10,12 +10,15 @@ same objects.
     texts, scores = translator.sample(lines, method="top_p", top_p=0.9, seed=7)
     translator.sample_tensors(tf.constant(["Hi"]), top_k=k, seed=s)  # pure TF, for export
 
-Lengths. The source length counts its subword tokens with EOS. A source longer than the
-model's `max_length` is cut to `max_length - 1` tokens plus EOS; eager calls log one warning
-(logger "keras_transformer"), traced calls (an export) truncate silently. An empty source is
-just [EOS]. Output lengths count generated tokens with EOS: each source may produce at most
-`min(source length + max_extra_length, max_length)` tokens (the decoder's positions stop at
-the model's `max_length`); one that reaches it without EOS is finished there.
+Lengths. `Translator` takes whole texts: it splits them into sentences and cuts a sentence
+longer than `DocumentOptions.segment_limit` into parts (`decoding.documents`), so no input is
+truncated unless `DocumentOptions(overlong="truncate")` asks for it. The id-level functions
+(`translate_ids`, `search_ids`, `sample_ids`) take one source per row: a source longer than
+the model's `max_length` is cut to `max_length - 1` tokens plus EOS (eager calls log one
+warning, logger "keras_transformer"). An empty source is just [EOS]. Output lengths count
+generated tokens with EOS: each source may produce at most `min(source length +
+max_extra_length, max_length)` tokens (the decoder's positions stop at the model's
+`max_length`); one that reaches it without EOS is finished there.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.config import SearchOptions
+from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.decoding.beam_search import beam_search, length_penalty
+from keras_transformer.decoding.documents import cut_ranks, translate_documents
 from keras_transformer.decoding.incremental import incremental_decoder_with_shared
 from keras_transformer.decoding.sampling import check_sampling_args, sample
 from keras_transformer.model import Transformer
@@ -195,7 +199,13 @@ def translate_ids(
 
 
 class Translator(tf.Module):
-    """Strings in, strings out: in-graph SentencePiece + cached beam search + detokenization.
+    """Strings in, strings out: in-graph sentence segmentation, SentencePiece, cached beam
+    search (or sampling) and detokenization.
+
+    Each input is a whole text (a sentence, a paragraph, a document): it is split into
+    sentences, the sentences of a batch are translated together in length-sorted batches,
+    and each input's translations are joined back with its own whitespace; an input's score
+    is the sum of its sentences' scores (`decoding.documents`; `documents` sets how).
 
     Args:
         model: a `Transformer`.
@@ -204,10 +214,12 @@ class Translator(tf.Module):
             says how many it wants).
         jit_compile: XLA-compile the numeric search (needs `search.padded_decode`; compiles
             once per batch size and source width). Tokenization always runs outside it.
+        documents: `DocumentOptions` (default: segment, split overlong sentences);
+            `DocumentOptions.sentences()` sends each input whole and truncates, as before.
 
     Example:
     >>> translator = Translator(model, tokenizer)
-    >>> translator(["Hello world."])                       # ["Hallo Welt."]
+    >>> translator(["Hello world. How are you?"])           # ["Hallo Welt. Wie geht es?"]
     >>> texts, scores = translator.translate(lines, batch_size=64)
     >>> translator.translate_tensors(tf.constant(["Hi"]))  # {"translations", "scores"}
     >>> texts, scores = translator.sample(lines, method="top_k", top_k=10, seed=3)
@@ -220,6 +232,7 @@ class Translator(tf.Module):
         search: SearchOptions | None = None,
         jit_compile: bool = False,
         name: str | None = None,
+        documents: DocumentOptions | None = None,
     ):
         super().__init__(name=name)
         search = search or SearchOptions()
@@ -229,9 +242,11 @@ class Translator(tf.Module):
         self.tokenizer = tokenizer
         self.config = model.config
         self.options = search.replace(n_best=1)
+        self.documents = documents or DocumentOptions()
         self.jit_compile = jit_compile
         self._searches = {}  # "n_best_<k>" / "sample_<method>" -> tf.function over source ids
         self._warned = False
+        self._ranks = None
 
     def search_function(self, n_best: int = 1):
         """The `tf.function` (XLA if `jit_compile`) mapping int32 source ids `(batch,
@@ -268,13 +283,27 @@ class Translator(tf.Module):
             )
         return self._searches[key]
 
-    def _source_ids(self, text) -> tf.Tensor:
-        text = tf.convert_to_tensor(text, tf.string)
-        if tf.executing_eagerly() and not self._warned:
-            lengths = self.tokenizer.tokenize(text).row_lengths() + 1  # with EOS
-            self._warned = warn_if_truncated(lengths, self.config.max_length)
-        source = self.tokenizer.encode_source(text, self.config.max_length)
-        return source.to_tensor(default_value=self.config.pad_id)  # (batch, src_len)
+    def _warn_if_truncating(self, text) -> None:
+        """Eagerly, once: warn that some inputs will be cut (`overlong="truncate"` only)."""
+        if self._warned or self.documents.overlong != "truncate" or not tf.executing_eagerly():
+            return
+        texts = tf.convert_to_tensor(text, tf.string)
+        if self.documents.segment:
+            from keras_transformer.data.segmenter import segment
+
+            texts = segment(texts).segments.flat_values
+        lengths = self.tokenizer.tokenize(texts).row_lengths() + 1  # with EOS
+        self._warned = warn_if_truncated(lengths, self.config.max_length)
+
+    def _translate_whole(self, text, run) -> tuple[tf.Tensor, tf.Tensor]:
+        """`decoding.documents.translate_documents` with this translator's parts."""
+        if self._ranks is None:
+            self._ranks = cut_ranks(self.tokenizer.model_proto)
+        self._warn_if_truncating(text)
+        return translate_documents(
+            text, self.tokenizer.tokenize, run, self.documents, self.config.max_length,
+            self._ranks, self.config.eos_id,
+        )  # fmt: skip
 
     def translate_tensors(self, text) -> dict:
         """String `(batch,)` -> `{"translations": string (batch,), "scores": float32 (batch,)}`.
@@ -287,10 +316,16 @@ class Translator(tf.Module):
         """String `(batch,)` -> the `n_best` (default beam_size) best translations, best first:
         `{"translations": string (batch, n_best), "scores": float32 (batch, n_best)}`."""
         n_best = self.options.beam_size if n_best is None else n_best
-        ids, scores = self.search_function(n_best)(self._source_ids(text))
-        shape = tf.shape(ids)  # (batch, n_best, len)
-        flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # -> (batch * n_best, len)
-        texts = tf.reshape(self.tokenizer.detokenize(flat), shape[:2])  # -> (batch, n_best)
+        search = self.search_function(n_best)
+
+        def run(source, _):
+            ids, scores = search(source)  # (b, n_best, len), (b, n_best)
+            shape = tf.shape(ids)
+            flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # -> (b * n_best, len)
+            texts = tf.reshape(self.tokenizer.detokenize(flat), shape[:2])  # -> (b, n_best)
+            return texts, scores
+
+        texts, scores = self._translate_whole(text, run)
         return {"translations": texts, "scores": scores}
 
     def sample_tensors(
@@ -326,11 +361,18 @@ class Translator(tf.Module):
             tf.debugging.assert_less_equal(top_p, 1.0, message="top_p must be in (0, 1]"),
         ]
         with tf.control_dependencies(checks):
-            source = tf.identity(self._source_ids(text))
-        ids, scores = self.sample_function("greedy" if method == "greedy" else "sample")(
-            source, temperature, top_k, top_p, seed_pair(seed)
-        )
-        return {"translations": self.tokenizer.detokenize(ids), "scores": scores}
+            text = tf.identity(tf.convert_to_tensor(text, tf.string))
+        function = self.sample_function("greedy" if method == "greedy" else "sample")
+        seed = seed_pair(seed)
+
+        def run(source, batch_index):
+            # Search batch i draws with [seed0, seed1 + i * 2**32]: batch 0 with the seed given.
+            offset = tf.cast(batch_index, tf.int64) * 2**32
+            ids, scores = function(source, temperature, top_k, top_p, seed + [0, offset])
+            return self.tokenizer.detokenize(ids)[:, None], scores[:, None]  # -> (b, 1)
+
+        texts, scores = self._translate_whole(text, run)
+        return {"translations": texts[:, 0], "scores": scores[:, 0]}
 
     def __call__(
         self, texts: Sequence[str] | str, n_best: int | None = None, return_scores: bool = False

@@ -7,7 +7,7 @@ Command line: `keras-transformer-export` (`python export/export_savedmodel.py`, 
 `python -m keras_transformer.cli.export`).
 
 The export is one `tf.Module` holding the Keras model and the SentencePiece tokenizer, with
-four signatures that take strings:
+five signatures that take strings:
 
     serving_default   text: string (batch,) -> translations: string (batch,),
                                                 scores: float32 (batch,)
@@ -19,6 +19,8 @@ four signatures that take strings:
                                                 scores: float32 (batch,)
     score             source: string (batch,), target: string (batch,)
                                             -> log_prob, per_token, score: float32 (batch,)
+    segment           text: string (batch,) -> segments: string (batch, max_segments),
+                                                num_segments: int32 (batch,)
 
 Beam size, length penalty alpha and n_best are fixed at export time; the sampling inputs are
 per request, with defaults in the SignatureDef (`signatures.SAMPLE_INPUTS`: TF Serving >= 2.14
@@ -31,9 +33,14 @@ export is checked before its version directory appears. A version is written und
 temporary name and renamed into place, so a polling server never sees a half-written model.
 `assets.extra/tf_serving_warmup_requests` holds sample requests TF Serving replays on load.
 
-Sources longer than the model's `max_length` are truncated to `max_length - 1` subword pieces
-(plus EOS) by the tokenizer's `encode_source`; bytes that are not valid UTF-8 become the
-unknown piece (SentencePiece's own behaviour), so no input string makes a signature fail.
+Every `text` is a whole input: the signatures split it into sentences, translate all
+sentences of the request together and join each input's translations with its own
+whitespace, and a sentence longer than the model takes is cut into parts that are all
+translated (`keras_transformer.decoding.documents`; `segment` shows the split). An input
+over `DocumentOptions.max_input_bytes` (100,000 by default) fails the request with
+INVALID_ARGUMENT naming the limit; `DocumentOptions.sentences()` exports the behaviour before
+documents (each input one sentence, cut at `max_length - 1` pieces). Bytes that are not valid
+UTF-8 become the unknown piece (SentencePiece's own behaviour).
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from keras_transformer.config import SearchOptions
+from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.serving.signatures import (
     INPUT_KEY,
     NBEST_SIGNATURE,
@@ -57,7 +64,9 @@ from keras_transformer.serving.signatures import (
     SCORE_INPUT_KEYS,
     SCORE_OUTPUT_KEYS,
     SCORE_SIGNATURE,
+    SEGMENT_SIGNATURE,
     SERVING_SIGNATURE,
+    SIGNATURES,
     make_predict_request,
 )
 
@@ -161,12 +170,32 @@ class TranslationModule(tf.Module):
     @tf.function(input_signature=SCORE_SPECS)
     def score(self, source, target):
         """`source`, `target` string (batch,) -> log_prob, per_token, score float32 (batch,):
-        teacher-forced log P(target | source), with the search's alpha for `score`."""
-        from keras_transformer.decoding.scoring import score_tensors
+        teacher-forced log P(target | source), with the search's alpha for `score`; whole
+        inputs are scored segment by segment, as they are translated."""
+        from keras_transformer.decoding import scoring
 
         alpha = self.translator.options.alpha
-        out = score_tensors(self.model, self.tokenizer, source, target, alpha)
+        if self.translator.documents.segment:
+            out = scoring.score_document_tensors(self.model, self.tokenizer, source, target, alpha)
+        else:
+            out = scoring.score_tensors(self.model, self.tokenizer, source, target, alpha)
         return {key: tf.ensure_shape(out[key], [None]) for key in SCORE_OUTPUT_KEYS}
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def segment(self, text):
+        """`text` (batch,) -> segments string (batch, max_segments), "" after each input's
+        last, and num_segments int32 (batch,): the sentences the translate signatures send
+        to the model (one per input where the export does not segment)."""
+        from keras_transformer.data.segmenter import segment
+
+        if self.translator.documents.segment:
+            segments = segment(text).segments  # (batch, None)
+        else:
+            segments = tf.RaggedTensor.from_tensor(text[:, None])  # -> (batch, 1)
+        return {
+            "segments": tf.ensure_shape(segments.to_tensor(default_value=""), [None, None]),
+            "num_segments": tf.cast(segments.row_lengths(), tf.int32),
+        }
 
     def signatures(self) -> dict:
         return {
@@ -174,11 +203,19 @@ class TranslationModule(tf.Module):
             NBEST_SIGNATURE: self.translate_nbest.get_concrete_function(),
             SAMPLE_SIGNATURE: self.translate_sample,  # a tf.function: keeps its defaults
             SCORE_SIGNATURE: self.score.get_concrete_function(),
+            SEGMENT_SIGNATURE: self.segment.get_concrete_function(),
         }
 
 
-def make_translator(model, tokenizer, search: SearchOptions | None = None, jit_compile=False):
-    """The `keras_transformer.decoding.Translator` the export serves.
+def make_translator(
+    model,
+    tokenizer,
+    search: SearchOptions | None = None,
+    jit_compile=False,
+    documents: DocumentOptions | None = None,
+):
+    """The `keras_transformer.decoding.Translator` the export serves (whole inputs split into
+    sentences as `documents` says; default `DocumentOptions()`).
 
     With `jit_compile` the numeric search runs XLA-compiled on fixed-size buffers
     (`padded_decode`); tokenization and detokenization stay outside the compiled function.
@@ -188,7 +225,7 @@ def make_translator(model, tokenizer, search: SearchOptions | None = None, jit_c
     search = search or SearchOptions()
     if jit_compile:
         search = search.replace(padded_decode=True)
-    return Translator(model, tokenizer, search, jit_compile=jit_compile)
+    return Translator(model, tokenizer, search, jit_compile=jit_compile, documents=documents)
 
 
 def next_version(model_base: str) -> int:
@@ -206,7 +243,7 @@ def warmup_requests(model_name: str, texts: Sequence[str] = WARMUP_TEXTS) -> lis
 
     batches = [[t] for t in texts if t] + [list(texts)]
     logs = []
-    for signature in (SERVING_SIGNATURE, NBEST_SIGNATURE, SAMPLE_SIGNATURE, SCORE_SIGNATURE):
+    for signature in SIGNATURES:
         for batch in batches:
             targets = batch if signature == SCORE_SIGNATURE else None
             request = make_predict_request(batch, model_name, signature, targets=targets)
@@ -321,6 +358,7 @@ def export_savedmodel(
     jit_compile: bool = False,
     *,
     check_ops: bool = True,
+    documents: DocumentOptions | None = None,
 ) -> str:
     """Export the trained model in `model_dir`; returns `export_base/model_name/version`.
 
@@ -335,6 +373,9 @@ def export_savedmodel(
         n_best: the width of `translate_nbest`'s outputs, in [1, search.beam_size].
         jit_compile: XLA-compile the numeric decoding (string ops stay outside it).
         check_ops: refuse to publish an export with ops stock TF Serving lacks.
+        documents: how the signatures split whole inputs (default `DocumentOptions()`:
+            sentences, overlong ones cut into parts, inputs up to 100,000 bytes);
+            `DocumentOptions.sentences()` gives the behaviour before documents.
     """
     search = search or SearchOptions()
     if not isinstance(n_best, int) or not 1 <= n_best <= search.beam_size:
@@ -353,6 +394,6 @@ def export_savedmodel(
     # float32 whatever the process's policy (the training pipeline exports in the process
     # that may have trained in mixed precision): load_trained builds under its own dtype.
     model, _, tokenizer = artifacts.load_trained(model_dir, weights, dtype="float32")
-    translator = make_translator(model, tokenizer, search, jit_compile)
+    translator = make_translator(model, tokenizer, search, jit_compile, documents)
     module = TranslationModule(translator, model, tokenizer, n_best)
     return save_module(module, export_base, model_name, version, check_ops)

@@ -10,6 +10,12 @@ Plain Python at import (TensorFlow and tensorflow-serving-api load inside
     translate_sample  text (batch,), temperature (), top_k (), top_p (), seed ()
                                                     -> translations, scores (batch,)
     score             source (batch,), target (batch,) -> log_prob, per_token, score (batch,)
+    segment           text (batch,)                 -> segments (batch, max_segments),
+                                                       num_segments (batch,)
+
+Every `text` is a whole input (a sentence, a paragraph, a document): the export splits it into
+sentences and joins their translations (`keras_transformer.decoding.documents`); `segment`
+shows the split.
 """
 
 from __future__ import annotations
@@ -20,11 +26,19 @@ SERVING_SIGNATURE = "serving_default"  # text (batch,) -> translations, scores (
 NBEST_SIGNATURE = "translate_nbest"  # text (batch,) -> translations, scores (batch, n_best)
 SAMPLE_SIGNATURE = "translate_sample"  # text, sampling knobs -> translations, scores (batch,)
 SCORE_SIGNATURE = "score"  # source, target (batch,) -> log_prob, per_token, score (batch,)
-SIGNATURES = (SERVING_SIGNATURE, NBEST_SIGNATURE, SAMPLE_SIGNATURE, SCORE_SIGNATURE)
+SEGMENT_SIGNATURE = "segment"  # text (batch,) -> segments (batch, n), num_segments (batch,)
+SIGNATURES = (
+    SERVING_SIGNATURE,
+    NBEST_SIGNATURE,
+    SAMPLE_SIGNATURE,
+    SCORE_SIGNATURE,
+    SEGMENT_SIGNATURE,
+)
 INPUT_KEY = "text"
 OUTPUT_KEYS = ("translations", "scores")
 SCORE_INPUT_KEYS = ("source", "target")
 SCORE_OUTPUT_KEYS = ("log_prob", "per_token", "score")
+SEGMENT_OUTPUT_KEYS = ("segments", "num_segments")
 # translate_sample's scalar inputs: name -> (dtype, default). The dtypes are JSON's number
 # types, so REST requests (and the test double) need no casts. The defaults (plain sampling
 # from the whole distribution, seed 0) are also written into the SignatureDef: TF Serving

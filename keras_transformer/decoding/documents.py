@@ -1,0 +1,164 @@
+"""Whole inputs in, whole translations out, in TF ops only (the export's signatures run it):
+
+    inputs (batch,) --segment--> sentences --tokenize--> pieces --cut_long--> chunks
+        --search, length-sorted batches--> chunk translations --join " "--> sentence
+        translations --join with the input's own whitespace--> translations (batch,)
+
+A sentence longer than the limit (`DocumentOptions.segment_limit`) is cut into chunks at
+piece boundaries near the limit: after a piece that ends a clause (, ; :) and before a
+piece that starts a word where there is one, else before a word, else anywhere; every chunk
+is translated. Empty segments (an empty or whitespace-only input, the edges of one with
+leading or trailing whitespace) translate to "" with score 0, without a search.
+
+Scores. A document's translation is its segments' translations, each the best of its own
+search, so it maximizes the sum of the segments' scores: that sum is the document's score
+(for one segment, the sentence's score: log P(y | x) / lp(|y|)). The k-th best translation of
+a document joins every segment's k-th best, with the sum of their scores; the ranks stay
+sorted, and for one segment it is that sentence's n-best list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import tensorflow as tf
+
+from keras_transformer.config import DocumentOptions
+from keras_transformer.data.segmenter import segment
+
+CLAUSE_ENDS = (",", ";", ":", "，", "；", "：", "、")
+WORD_START = "\u2581"  # SentencePiece's "▁": the piece starts a new word
+
+
+def cut_ranks(model_proto: bytes) -> tf.Tensor:
+    """int32 `(vocab, 2)`: for each piece id, [ends a clause (, ; :), starts a word]."""
+    import sentencepiece as spm
+
+    processor = spm.SentencePieceProcessor(model_proto=model_proto)
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    table = [[int(p.endswith(CLAUSE_ENDS)), int(p.startswith(WORD_START))] for p in pieces]
+    return tf.constant(table, tf.int32)
+
+
+def cut_lengths(pieces: tf.RaggedTensor, limit: int, ranks: tf.Tensor) -> tf.RaggedTensor:
+    """Chunk lengths int64 `(rows, None)` of ragged piece ids `(rows, None)`: each row's chunks
+    hold at most `limit` pieces and add up to the row (an empty row: one chunk of 0).
+
+    A row longer than `limit` is cut greedily from its start: each cut falls in the second
+    half of the window, at the best rank (3: after a clause end and before a word start; 2:
+    after a clause end; 1: before a word start; 0: anywhere), the latest of those."""
+    lengths = pieces.row_lengths()  # (rows,)
+    dense = pieces.to_tensor()  # (rows, width); padding never lies inside a window
+    width = tf.shape(dense, out_type=tf.int64)[1]
+    table = tf.gather(ranks, dense)  # -> (rows, width, 2)
+    clause_before = tf.pad(table[:, :, 0], [[0, 0], [1, 0]])  # (rows, width + 1): cut at p
+    word_at = tf.pad(table[:, :, 1], [[0, 0], [0, 1]])  # (rows, width + 1)
+    rank = tf.cast(2 * clause_before + word_at, tf.int64)  # (rows, width + 1)
+    position = tf.range(width + 1)[None, :]  # (1, width + 1)
+    key = rank * (width + 2) + position  # best rank first, then the latest position
+    half = max(limit // 2, 1) if limit > 1 else 0
+
+    def body(step, start, ends):
+        window = (position > start[:, None] + half) & (position <= start[:, None] + limit)
+        best = tf.argmax(tf.where(window, key, -1), axis=1)  # (rows,)
+        end = tf.where(lengths - start <= limit, lengths, best)
+        active = (start < lengths) | tf.equal(step, 0)
+        ends = ends.write(step, tf.where(active, end, -1))
+        return step + 1, tf.where(active, end, start), ends
+
+    _, _, ends = tf.while_loop(
+        lambda step, start, _: tf.equal(step, 0) | tf.reduce_any(start < lengths),
+        body,
+        (tf.constant(0), tf.zeros_like(lengths), tf.TensorArray(tf.int64, 0, dynamic_size=True)),
+    )
+    ends = tf.transpose(ends.stack())  # -> (rows, steps), -1 where a row was done
+    ends = tf.ragged.boolean_mask(ends, ends >= 0)  # (rows, None): each chunk's end
+    previous = tf.concat([tf.zeros_like(ends[:, :1]), ends[:, :-1]], axis=1)
+    return ends - previous
+
+
+def in_sorted_batches(source: tf.RaggedTensor, batch_size: int, run: Callable) -> tuple:
+    """`run(ids (b, len) int32, batch_index)` -> `(texts (b, k) string, scores (b, k) float32)`
+    over length-sorted batches of the ragged source ids `(rows, None)`, results back in row
+    order: `(texts (rows, k), scores (rows, k))`."""
+    order = tf.argsort(source.row_lengths(), stable=True)  # (rows,)
+    rows = tf.size(order)
+    count = (rows + batch_size - 1) // batch_size
+    texts = tf.TensorArray(tf.string, count, infer_shape=False)
+    scores = tf.TensorArray(tf.float32, count, infer_shape=False)
+
+    def body(i, texts, scores):
+        index = order[i * batch_size : (i + 1) * batch_size]
+        ids = tf.gather(source, index).to_tensor()  # -> (b, len), 0-padded
+        batch_texts, batch_scores = run(ids, i)
+        return i + 1, texts.write(i, batch_texts), scores.write(i, batch_scores)
+
+    _, texts, scores = tf.while_loop(lambda i, *_: i < count, body, (0, texts, scores))
+    inverse = tf.argsort(order)  # sorted position of each row
+    return (
+        tf.gather(texts.concat(), inverse),
+        tf.gather(tf.cast(scores.concat(), tf.float32), inverse),
+    )
+
+
+def check_input_sizes(texts: tf.Tensor, max_bytes: int) -> tf.Tensor:
+    """`texts` string `(batch,)`, after an assertion (INVALID_ARGUMENT when served) that none
+    is longer than `max_bytes` bytes; the message names the limit and the lengths."""
+    check = tf.debugging.assert_less_equal(
+        tf.strings.length(texts), max_bytes,
+        message=f"input longer than max_input_bytes={max_bytes} bytes (UTF-8): send it in "
+        "parts. Input lengths in bytes:",
+        summarize=16,
+    )  # fmt: skip
+    with tf.control_dependencies([check]):
+        return tf.identity(texts)
+
+
+def translate_documents(
+    texts,
+    tokenize: Callable,
+    run: Callable,
+    options: DocumentOptions,
+    max_length: int,
+    ranks: tf.Tensor,
+    eos_id: int,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Translate whole inputs: string `(batch,)` -> `(translations (batch, k), scores (batch,
+    k))` (see the module docstring).
+
+    Args:
+        tokenize: strings `(n,)` -> ragged int32 piece ids `(n, None)`, without EOS.
+        run: `(ids (b, len) int32 with EOS, batch_index)` -> `(texts (b, k), scores (b, k))`.
+        options: segmentation, the overlong policy and limits, the batch size.
+        ranks: `cut_ranks` of the vocabulary.
+    """
+    texts = check_input_sizes(tf.convert_to_tensor(texts, tf.string), options.max_input_bytes)
+    if options.segment:
+        segmentation = segment(texts)
+        sentences = segmentation.segments.flat_values  # (segments,)
+    else:
+        segmentation, sentences = None, texts
+    pieces = tokenize(sentences)  # (segments, None)
+    if options.overlong == "truncate":
+        pieces = pieces[:, : max_length - 1]
+        lengths = tf.RaggedTensor.from_tensor(pieces.row_lengths()[:, None])  # one chunk each
+    else:
+        lengths = cut_lengths(pieces, options.segment_limit(max_length), ranks)
+    chunks = tf.RaggedTensor.from_row_lengths(pieces.values, lengths.flat_values)  # (chunks, None)
+    filled = tf.where(chunks.row_lengths() > 0)  # (filled, 1): chunks with pieces
+    source = tf.gather(chunks, filled[:, 0])
+    eos = tf.fill([source.nrows(), 1], tf.constant(eos_id, source.dtype))
+    source = tf.concat([source, tf.RaggedTensor.from_tensor(eos)], axis=1)  # (filled, None)
+    out_texts, out_scores = in_sorted_batches(source, options.batch_size, run)  # (filled, k)
+    shape = tf.stack([chunks.nrows(), tf.shape(out_texts, out_type=tf.int64)[1]])
+    chunk_texts = tf.scatter_nd(filled, out_texts, shape)  # -> (chunks, k), "" where empty
+    chunk_scores = tf.scatter_nd(filled, out_scores, shape)  # -> (chunks, k), 0 where empty
+    per_segment = lengths.row_lengths()  # chunks per segment (segments,)
+    texts_by_segment = tf.RaggedTensor.from_row_lengths(chunk_texts, per_segment)
+    translations = tf.strings.reduce_join(texts_by_segment, axis=1, separator=" ")  # (segs, k)
+    scores = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(chunk_scores, per_segment), axis=1)
+    if segmentation is None:
+        return translations, scores
+    counts = segmentation.segments.row_lengths()  # segments per input (batch,)
+    document_scores = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(scores, counts), axis=1)
+    return segmentation.join(translations), document_scores
