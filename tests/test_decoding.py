@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import SearchOptions, TransformerConfig, artifacts, build_transformer
+from keras_transformer import (
+    DocumentOptions,
+    SearchOptions,
+    TransformerConfig,
+    artifacts,
+    build_transformer,
+)
 from keras_transformer.decoding import (
     Translator,
     incremental_decoder,
@@ -251,9 +257,13 @@ def test_translator_strings_batches_and_export_signature(model_dir, caplog):
     )(tf.constant(texts[:2]))
     assert n_best["translations"].shape == (2, 3) and n_best["scores"].shape == (2, 3)
     assert [t.decode() for t in n_best["translations"].numpy()[:, 0]] == outputs[:2]
+    truncating = Translator(
+        model, tokenizer, SearchOptions(max_extra_length=6), documents=DocumentOptions.sentences()
+    )
     with caplog.at_level(logging.WARNING, logger="keras_transformer"):
         for _ in range(2):  # longer than max_length=64 pieces: one warning per Translator
-            assert len(translator(["number 7 " * 40])) == 1
+            assert len(truncating(["number 7 " * 40])) == 1
+        assert len(translator(["number 7 " * 40])) == 1  # split, not truncated: no warning
     assert sum("truncated" in r.getMessage() for r in caplog.records) == 1
     padded = SearchOptions(max_extra_length=6, padded_decode=True)
     xla = Translator(model, tokenizer, padded, jit_compile=True)

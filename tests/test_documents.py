@@ -110,7 +110,9 @@ def test_translate_documents_assembles_like_python():
     texts = ["  Ab cd. Efgh ijkl mnop qrst.\n\nU.", "", "One.", "\t", "xy. Zz"]
     options = DocumentOptions(max_segment_pieces=limit, batch_size=2)
     ranks = tf.zeros([400, 2], tf.int32)
-    got, scores = translate_documents(texts, fake_tokenize, fake_run, options, 64, ranks, 3)
+    empty, _ = translate_documents(["", " "], fake_tokenize, fake_run, options, 64, ranks, 3, 2)
+    assert empty.numpy().tolist() == [[b"", b""], [b" ", b" "]]  # no search at all
+    got, scores = translate_documents(texts, fake_tokenize, fake_run, options, 64, ranks, 3, 2)
     for row, text in enumerate(texts):
         want, want_scores = python_reference(text, limit)
         assert [t.decode() for t in got[row].numpy()] == want, text

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from keras_transformer import SearchOptions, artifacts
+from keras_transformer import DocumentOptions, SearchOptions, artifacts
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.attention_maps import attention_maps, plot_attention
 from keras_transformer.decoding.evaluation import evaluate_bleu
@@ -44,7 +44,7 @@ def test_evaluate_bleu_matches_sacrebleu_on_written_hypotheses(loaded, tmp_path)
     sources = [SENTENCES[i] for i in (0, 4, 8, 13, 17, 21, 25)]
     sources[2] = "The cat sleeps number 8 and " * 4  # lengths differ: batches get sorted
     search = SearchOptions(beam_size=2, alpha=0.6, max_extra_length=4)
-    own = Translator(model, tokenizer, search)(sources)
+    own = Translator(model, tokenizer, search, documents=DocumentOptions.sentences())(sources)
     # References: the model's own output for some sources, unrelated text for the others,
     # so BLEU and chrF land strictly between 0 and 100.
     references = [own[i] if i % 2 == 0 else "Ein ganz anderer Satz ." for i in range(7)]

@@ -18,19 +18,22 @@ import tensorflow_text as tf_text
 
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.cli import verify_export
-from keras_transformer.data.tokenizer import SubwordTokenizer
-from keras_transformer.decoding.scoring import score_tensors
+from keras_transformer.data.segmenter import segment
+from keras_transformer.decoding import Translator
+from keras_transformer.decoding.scoring import score_document_tensors
 from keras_transformer.serving import export as ex
 from keras_transformer.serving.signatures import (
     NBEST_SIGNATURE,
     SAMPLE_INPUTS,
     SAMPLE_SIGNATURE,
     SCORE_SIGNATURE,
+    SEGMENT_SIGNATURE,
     SERVING_SIGNATURE,
     SIGNATURES,
 )
 from keras_transformer.serving.verify import compare
 from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
+from keras_transformer.testing.segmenter_cases import SEGMENTER_CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_NAME = "transformer"
@@ -39,6 +42,12 @@ SEARCH = SearchOptions(beam_size=BEAM_SIZE, alpha=ALPHA)
 TEXTS = [SENTENCES[0], SENTENCES[4], "Le chat dort number 7.", "Der Hund schläft.", "x"]
 BAD_TEXTS = [b"", b"   \t ", b"\xff\xfe caf\xc3 \x80", "😀 ça va?".encode(), b"word " * 20_000]
 QUIET_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+# Twelve sentences in one paragraph, a line break and a blank line inside.
+PARAGRAPH = (
+    " ".join(SENTENCES[i] for i in range(0, 24, 4))
+    + "\n"
+    + " ".join(SENTENCES[i] for i in range(24, 48, 4)).replace("number 36.", "number 36.\n")
+)
 SAMPLING = {"temperature": 1.3, "top_k": 5, "top_p": 0.95, "seed": 3}
 
 # Loads and runs the export in a fresh interpreter that can import tensorflow and
@@ -152,15 +161,20 @@ def _in_process_outputs(translator, texts: list[bytes], sampling: dict) -> dict:
     from the in-process Translator traced as the export traces it."""
     n_best = tf.function(lambda t: translator.translate_tensors_n_best(t, N_BEST), [SPEC])
     score = tf.function(
-        lambda s, t: score_tensors(translator.model, translator.tokenizer, s, t, ALPHA),
+        lambda s, t: score_document_tensors(translator.model, translator.tokenizer, s, t, ALPHA),
         [SPEC, SPEC],
     )
     text = tf.constant(texts)
+    segments = segment(text).segments  # eager, as Python callers run it
     return {
         SERVING_SIGNATURE: tf.function(translator.translate_tensors, [SPEC])(text),
         NBEST_SIGNATURE: n_best(text),
         SAMPLE_SIGNATURE: _sampled(translator, texts, sampling),
         SCORE_SIGNATURE: score(text, text[::-1]),
+        SEGMENT_SIGNATURE: {
+            "segments": segments.to_tensor(default_value=""),
+            "num_segments": tf.cast(segments.row_lengths(), tf.int32),
+        },
     }
 
 
@@ -170,6 +184,8 @@ def _assert_outputs_equal(got: dict, want: dict, where: str):
         if value.dtype == tf.string:
             assert got[key]["hex"] == _hex_rows(value), (where, key)
             assert got[key]["shape"] == value.shape.as_list(), (where, key)
+        elif value.dtype == tf.int32:
+            assert got[key] == {"values": value.numpy().tolist(), "dtype": "int32"}, (where, key)
         else:
             assert got[key]["dtype"] == "float32", (where, key)
             diff = tf.abs(tf.constant(got[key]["values"]) - value)
@@ -177,7 +193,8 @@ def _assert_outputs_equal(got: dict, want: dict, where: str):
 
 
 def test_fresh_process_without_project_code_matches_translator(export_dir, translator, tmp_path):
-    texts = [t.encode() for t in TEXTS] + BAD_TEXTS[:3]
+    cases = [text.encode() for _, text, _ in SEGMENTER_CASES]
+    texts = [t.encode() for t in TEXTS] + BAD_TEXTS[:3] + [PARAGRAPH.encode()] + cases
     request = {"texts": [t.hex() for t in texts], "sampling": SAMPLING}
     run = subprocess.run(
         [sys.executable, "-I", "-c", FRESH_PROCESS_SCRIPT, export_dir],
@@ -198,6 +215,27 @@ def test_fresh_process_without_project_code_matches_translator(export_dir, trans
     for name, want in expected.items():
         _assert_outputs_equal(fresh["session"][name], want, f"session {name}")
     assert fresh["session"][SAMPLE_SIGNATURE]["defaults"] == sorted(SAMPLE_INPUTS)
+    # The segmenter's table cases: the same segments in the SavedModel as in Python.
+    segments = fresh["loaded"][SEGMENT_SIGNATURE]["segments"]["hex"][-len(cases) :]
+    for row, (rule, _, expected) in zip(segments, SEGMENTER_CASES):
+        assert [bytes.fromhex(s).decode() for s in row[: len(expected)]] == expected, rule
+    # The paragraph: its sentences translated one by one, joined in order.
+    index = texts.index(PARAGRAPH.encode())
+    served = bytes.fromhex(fresh["loaded"][SERVING_SIGNATURE]["translations"]["hex"][index][0])
+    assert served.decode() == _one_by_one(translator, PARAGRAPH)
+
+
+def _one_by_one(translator, text: str) -> str:
+    """`text`'s sentences each translated alone (as one-sentence requests), joined by its
+    own whitespace."""
+    alone = Translator(
+        translator.model, translator.tokenizer, SEARCH, documents=translator.documents.sentences()
+    )
+    seg = segment(tf.constant([text]))
+    sentences = [s.decode() for s in seg.segments[0].numpy()]
+    assert len(sentences) == 12 and b"\n" in seg.separators[0].numpy()
+    translations = [alone([s])[0] for s in sentences]
+    return seg.join(tf.constant(translations)).numpy()[0].decode()
 
 
 def _verify_flags(model_dir: str, export_dir: str, weights: str) -> list[str]:
@@ -390,18 +428,14 @@ def test_sample_signature_same_seed_same_output_other_seeds_differ(loaded):
         run(1, top_p=0.0)
 
 
-def test_long_source_is_truncated_to_max_length(loaded, model_dir):
-    # 100 KB -> max_length - 1 pieces + EOS: the same translation as that prefix alone.
-    long = b"The cat sleeps number 3. " * 4_000
-    max_length = artifacts.load_config(model_dir).max_length
-    tokenizer = SubwordTokenizer.from_file(os.path.join(model_dir, artifacts.TOKENIZER_FILE))
-    pieces = tokenizer.tokenize(tf.constant([long]))[:, : max_length - 1]
-    prefix = tokenizer.sentencepiece.detokenize(pieces)  # (1,)
-    assert tokenizer.tokenize(prefix).to_list() == pieces.to_list()
+def test_long_sentence_comes_back_whole_and_oversized_input_is_refused(loaded, translator):
+    # 5000 characters, no punctuation: cut into parts, every part translated.
+    long = " ".join(f"the cat sleeps number {i}" for i in range(250))[:5000]
     serve = loaded.signatures[SERVING_SIGNATURE]
-    out, short = serve(text=tf.constant([long])), serve(text=prefix)
-    assert out["translations"].numpy()[0] == short["translations"].numpy()[0]
-    assert abs(float(out["scores"][0]) - float(short["scores"][0])) <= 1e-5
+    out = serve(text=tf.constant([long]))["translations"].numpy()[0].decode()
+    assert out == translator([long])[0] and len(out) > 1000
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_input_bytes=100000"):
+        serve(text=tf.constant(["ok", "x" * 100_001]))
 
 
 @pytest.mark.parametrize("batch", [1, 512])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.config import DocumentOptions
@@ -30,17 +31,18 @@ CLAUSE_ENDS = (",", ";", ":", "，", "；", "：", "、")
 WORD_START = "\u2581"  # SentencePiece's "▁": the piece starts a new word
 
 
-def cut_ranks(model_proto: bytes) -> tf.Tensor:
-    """int32 `(vocab, 2)`: for each piece id, [ends a clause (, ; :), starts a word]."""
+def cut_ranks(model_proto: bytes) -> np.ndarray:
+    """int32 `(vocab, 2)`: for each piece id, [ends a clause (, ; :), starts a word]. A NumPy
+    array: each traced function makes its own constant of it."""
     import sentencepiece as spm
 
     processor = spm.SentencePieceProcessor(model_proto=model_proto)
     pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
     table = [[int(p.endswith(CLAUSE_ENDS)), int(p.startswith(WORD_START))] for p in pieces]
-    return tf.constant(table, tf.int32)
+    return np.asarray(table, np.int32)
 
 
-def cut_lengths(pieces: tf.RaggedTensor, limit: int, ranks: tf.Tensor) -> tf.RaggedTensor:
+def cut_lengths(pieces: tf.RaggedTensor, limit: int, ranks) -> tf.RaggedTensor:
     """Chunk lengths int64 `(rows, None)` of ragged piece ids `(rows, None)`: each row's chunks
     hold at most `limit` pieces and add up to the row (an empty row: one chunk of 0).
 
@@ -50,7 +52,7 @@ def cut_lengths(pieces: tf.RaggedTensor, limit: int, ranks: tf.Tensor) -> tf.Rag
     lengths = pieces.row_lengths()  # (rows,)
     dense = pieces.to_tensor()  # (rows, width); padding never lies inside a window
     width = tf.shape(dense, out_type=tf.int64)[1]
-    table = tf.gather(ranks, dense)  # -> (rows, width, 2)
+    table = tf.gather(tf.convert_to_tensor(ranks, tf.int32), dense)  # -> (rows, width, 2)
     clause_before = tf.pad(table[:, :, 0], [[0, 0], [1, 0]])  # (rows, width + 1): cut at p
     word_at = tf.pad(table[:, :, 1], [[0, 0], [0, 1]])  # (rows, width + 1)
     rank = tf.cast(2 * clause_before + word_at, tf.int64)  # (rows, width + 1)
@@ -77,10 +79,10 @@ def cut_lengths(pieces: tf.RaggedTensor, limit: int, ranks: tf.Tensor) -> tf.Rag
     return ends - previous
 
 
-def in_sorted_batches(source: tf.RaggedTensor, batch_size: int, run: Callable) -> tuple:
+def in_sorted_batches(source: tf.RaggedTensor, batch_size: int, run: Callable, k: int) -> tuple:
     """`run(ids (b, len) int32, batch_index)` -> `(texts (b, k) string, scores (b, k) float32)`
     over length-sorted batches of the ragged source ids `(rows, None)`, results back in row
-    order: `(texts (rows, k), scores (rows, k))`."""
+    order: `(texts (rows, k), scores (rows, k))`; no call for no rows."""
     order = tf.argsort(source.row_lengths(), stable=True)  # (rows,)
     rows = tf.size(order)
     count = (rows + batch_size - 1) // batch_size
@@ -95,10 +97,12 @@ def in_sorted_batches(source: tf.RaggedTensor, batch_size: int, run: Callable) -
 
     _, texts, scores = tf.while_loop(lambda i, *_: i < count, body, (0, texts, scores))
     inverse = tf.argsort(order)  # sorted position of each row
-    return (
-        tf.gather(texts.concat(), inverse),
-        tf.gather(tf.cast(scores.concat(), tf.float32), inverse),
+    texts, scores = tf.cond(  # the concat of no batches fails: no rows, no concat
+        count > 0,
+        lambda: (texts.concat(), tf.cast(scores.concat(), tf.float32)),
+        lambda: (tf.zeros([0, k], tf.string), tf.zeros([0, k], tf.float32)),
     )
+    return tf.gather(texts, inverse), tf.gather(scores, inverse)
 
 
 def check_input_sizes(texts: tf.Tensor, max_bytes: int) -> tf.Tensor:
@@ -120,8 +124,9 @@ def translate_documents(
     run: Callable,
     options: DocumentOptions,
     max_length: int,
-    ranks: tf.Tensor,
+    ranks,
     eos_id: int,
+    k: int = 1,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Translate whole inputs: string `(batch,)` -> `(translations (batch, k), scores (batch,
     k))` (see the module docstring).
@@ -130,7 +135,8 @@ def translate_documents(
         tokenize: strings `(n,)` -> ragged int32 piece ids `(n, None)`, without EOS.
         run: `(ids (b, len) int32 with EOS, batch_index)` -> `(texts (b, k), scores (b, k))`.
         options: segmentation, the overlong policy and limits, the batch size.
-        ranks: `cut_ranks` of the vocabulary.
+        ranks: `cut_ranks` of the vocabulary, int32 `(vocab, 2)`.
+        k: the number of columns `run` returns (its n-best width).
     """
     texts = check_input_sizes(tf.convert_to_tensor(texts, tf.string), options.max_input_bytes)
     if options.segment:
@@ -149,8 +155,8 @@ def translate_documents(
     source = tf.gather(chunks, filled[:, 0])
     eos = tf.fill([source.nrows(), 1], tf.constant(eos_id, source.dtype))
     source = tf.concat([source, tf.RaggedTensor.from_tensor(eos)], axis=1)  # (filled, None)
-    out_texts, out_scores = in_sorted_batches(source, options.batch_size, run)  # (filled, k)
-    shape = tf.stack([chunks.nrows(), tf.shape(out_texts, out_type=tf.int64)[1]])
+    out_texts, out_scores = in_sorted_batches(source, options.batch_size, run, k)  # (filled, k)
+    shape = tf.stack([chunks.nrows(), k])
     chunk_texts = tf.scatter_nd(filled, out_texts, shape)  # -> (chunks, k), "" where empty
     chunk_scores = tf.scatter_nd(filled, out_scores, shape)  # -> (chunks, k), 0 where empty
     per_segment = lengths.row_lengths()  # chunks per segment (segments,)

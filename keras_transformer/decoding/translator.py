@@ -295,14 +295,15 @@ class Translator(tf.Module):
         lengths = self.tokenizer.tokenize(texts).row_lengths() + 1  # with EOS
         self._warned = warn_if_truncated(lengths, self.config.max_length)
 
-    def _translate_whole(self, text, run) -> tuple[tf.Tensor, tf.Tensor]:
-        """`decoding.documents.translate_documents` with this translator's parts."""
+    def _translate_whole(self, text, run, k: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """`decoding.documents.translate_documents` with this translator's parts; `run`
+        returns `k` translations per source."""
         if self._ranks is None:
             self._ranks = cut_ranks(self.tokenizer.model_proto)
         self._warn_if_truncating(text)
         return translate_documents(
             text, self.tokenizer.tokenize, run, self.documents, self.config.max_length,
-            self._ranks, self.config.eos_id,
+            self._ranks, self.config.eos_id, k,
         )  # fmt: skip
 
     def translate_tensors(self, text) -> dict:
@@ -325,7 +326,7 @@ class Translator(tf.Module):
             texts = tf.reshape(self.tokenizer.detokenize(flat), shape[:2])  # -> (b, n_best)
             return texts, scores
 
-        texts, scores = self._translate_whole(text, run)
+        texts, scores = self._translate_whole(text, run, n_best)
         return {"translations": texts, "scores": scores}
 
     def sample_tensors(
@@ -371,7 +372,7 @@ class Translator(tf.Module):
             ids, scores = function(source, temperature, top_k, top_p, seed + [0, offset])
             return self.tokenizer.detokenize(ids)[:, None], scores[:, None]  # -> (b, 1)
 
-        texts, scores = self._translate_whole(text, run)
+        texts, scores = self._translate_whole(text, run, 1)
         return {"translations": texts[:, 0], "scores": scores[:, 0]}
 
     def __call__(
