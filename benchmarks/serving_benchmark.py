@@ -3,6 +3,7 @@
     python benchmarks/serving_benchmark.py --export-dir serving/models/transformer/1
     python benchmarks/serving_benchmark.py --model-dir runs/en_de --grpc   # exports first
     python benchmarks/serving_benchmark.py        # no model: the tiny untrained test model
+    python benchmarks/serving_benchmark.py --model-dir runs/sample_en_de --documents 8
 
 Sources are the English side of the bundled sample test split, cycled into batches of each
 size. "in-process" calls the signature of `tf.saved_model.load`; "grpc" goes through
@@ -10,6 +11,11 @@ size. "in-process" calls the signature of `tf.saved_model.load`; "grpc" goes thr
 `keras_transformer.testing.serving_double` on 127.0.0.1 (protocol and serialization overhead,
 not TF Serving's own performance). Results go to stdout (Markdown) and `--output` (JSON, with
 machine, versions and the command).
+
+`--documents K` measures whole inputs instead: the test split's lines grouped into documents
+of 2 to 12 consecutive lines (joined by spaces), K documents a request, against the very same
+lines sent as single-sentence inputs, the same lines a request; sentences per second of each,
+alternating which goes first in each round (`--iterations` rounds over the whole split).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from machine import cpu_name  # noqa: E402  (benchmarks/machine.py, beside this 
 
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
+from keras_transformer.decoding.evaluation import group_documents  # noqa: E402
 from keras_transformer.serving import client  # noqa: E402
 from keras_transformer.serving.export import export_savedmodel  # noqa: E402
 
@@ -65,6 +72,45 @@ def measure(call, sentences: list[str], batch: int, iterations: int, warmup: int
                 sentences_per_s=batch * iterations / float(np.sum(latencies)))  # fmt: skip
 
 
+def documents_vs_sentences(call, sentences: list[str], per_request: int, rounds: int) -> list:
+    """Rows of sentences per second for the same lines as documents and as single sentences
+    (module docstring), one row per mode and round, the first mode alternating."""
+    groups = group_documents(len(sentences), 2, 12)
+    requests = {"documents": [], "sentences": []}
+    for start in range(0, len(groups), per_request):
+        chosen = groups[start : start + per_request]
+        requests["documents"].append([" ".join(sentences[i] for i in g) for g in chosen])
+        requests["sentences"].append([sentences[i] for g in chosen for i in g])
+    for batches in requests.values():  # warm-up: every request shape once
+        for texts in batches:
+            call(texts)
+    rows = []
+    for round_ in range(rounds):
+        for mode in ("documents", "sentences")[:: 1 if round_ % 2 == 0 else -1]:
+            start = time.perf_counter()
+            for texts in requests[mode]:
+                call(texts)
+            seconds = time.perf_counter() - start
+            rows.append(dict(path=mode, round=round_, requests=len(requests[mode]),
+                             sentences=len(sentences), seconds=seconds,
+                             sentences_per_s=len(sentences) / seconds))  # fmt: skip
+    return rows
+
+
+def print_documents(rows: list) -> None:
+    print(
+        "| round | documents sentences/s | sentences sentences/s | ratio |\n|---:|---:|---:|---:|"
+    )
+    for round_ in sorted({r["round"] for r in rows}):
+        rate = {r["path"]: r["sentences_per_s"] for r in rows if r["round"] == round_}
+        print(f"| {round_} | {rate['documents']:.1f} | {rate['sentences']:.1f} "
+              f"| {rate['documents'] / rate['sentences']:.3f} |")  # fmt: skip
+    total = {
+        m: sum(r["seconds"] for r in rows if r["path"] == m) for m in ("documents", "sentences")
+    }
+    print(f"all rounds: documents / sentences = {total['sentences'] / total['documents']:.3f}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     where = parser.add_mutually_exclusive_group()
@@ -77,6 +123,10 @@ def main(argv=None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--grpc", action="store_true", help="also through the gRPC test double")
     parser.add_argument("--output", default=None, help="JSON file for the results")
+    parser.add_argument(
+        "--documents", type=int, default=None, metavar="K",
+        help="measure K documents a request against their lines as single sentences",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     sentences = [src for src, _ in read_pairs("sample_en_de", "test", limit=1000)]
     with tempfile.TemporaryDirectory() as workdir:
@@ -91,8 +141,12 @@ def main(argv=None) -> int:
 
             server, port = serve_grpc(SavedModelPredictionService(export_dir))
             paths["grpc"] = lambda texts: client.predict_grpc(f"127.0.0.1:{port}", texts)
-        rows = [dict(path=name, **measure(call, sentences, batch, args.iterations))
-                for name, call in paths.items() for batch in args.batch_sizes]  # fmt: skip
+        if args.documents:
+            call = paths["grpc" if args.grpc else "in-process"]
+            rows = documents_vs_sentences(call, sentences, args.documents, args.iterations)
+        else:
+            rows = [dict(path=name, **measure(call, sentences, batch, args.iterations))
+                    for name, call in paths.items() for batch in args.batch_sizes]  # fmt: skip
         if args.grpc:
             server.stop(grace=None)
     report = dict(
@@ -104,13 +158,20 @@ def main(argv=None) -> int:
         versions=dict(python=platform.python_version(), tensorflow=tf.__version__,
                       tensorflow_text=tensorflow_text.__version__),
     )  # fmt: skip
+    if args.documents:
+        print_documents(rows)
+    else:
+        print_table(rows)
+    if args.output:
+        Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def print_table(rows: list) -> None:
     print("| path | batch | p50 ms | p90 ms | sentences/s |\n|---|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['path']} | {r['batch']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} "
               f"| {r['sentences_per_s']:.1f} |")  # fmt: skip
-    if args.output:
-        Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

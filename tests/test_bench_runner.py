@@ -252,3 +252,21 @@ def test_train_benchmark_times_pytorch_on_the_same_sizes(bench, our_counts):
     assert result["device"] == "cpu" and result["batch"] == [8, 8]
     assert result["parameters"] == our_counts["tiny"]  # the same sizes (vocabulary 200)
     assert result["target_tokens_per_sec"] > 0 and result["mfu"] > 0
+
+
+def test_serving_benchmark_documents_send_the_same_lines_both_ways(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # its `machine` import
+    serving = _load_script("serving_benchmark", "serving_benchmark.py")
+    sentences = [f"Line {i}." for i in range(40)]
+    calls = []
+    rows = serving.documents_vs_sentences(calls.append, sentences, per_request=3, rounds=2)
+    # Warm-up plus two rounds: each line three times as a document's part, three times alone.
+    documents = [text for texts in calls for text in texts if text.count("Line") > 1]
+    singles = [text for texts in calls for text in texts if text.count("Line") == 1]
+    assert " ".join(documents) == " ".join(sentences * 3)
+    assert all(2 <= d.count("Line") <= 12 for d in documents[: len(documents) // 3 - 1])
+    assert singles == sentences * 3
+    assert [(r["round"], r["path"]) for r in rows] == [
+        (0, "documents"), (0, "sentences"), (1, "sentences"), (1, "documents")
+    ]  # fmt: skip
+    assert all(r["sentences"] == 40 and r["sentences_per_s"] > 0 for r in rows)

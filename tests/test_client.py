@@ -105,6 +105,18 @@ def test_rest_round_trip(service, rest_url):
     _assert_same(got, _direct(service, "translate_nbest"))
 
 
+def test_paragraph_over_grpc_and_rest_is_its_sentences_one_by_one(service, grpc_address, rest_url):
+    paragraph = "The cat sleeps number 1. Der Hund schläft.\n\n  Le chat dort number 7. Ok!"
+    sentences = ["The cat sleeps number 1.", "Der Hund schläft.", "Le chat dort number 7.", "Ok!"]
+    alone = [_direct(service, texts=[s])["translations"][0] for s in sentences]
+    want = f"{alone[0]} {alone[1]}\n\n  {alone[2]} {alone[3]}"
+    for got in (
+        client.predict_grpc(grpc_address, [paragraph], MODEL),
+        client.predict_rest(rest_url, [paragraph], MODEL),
+    ):
+        assert got["translations"] == [want]
+
+
 def test_cli_prints_one_line_per_input(service, grpc_address, capsys, monkeypatch):
     assert client_cli.main(["--server", grpc_address, "--model", MODEL, *TEXTS[:2]]) == 0
     want = _direct(service, texts=TEXTS[:2])
