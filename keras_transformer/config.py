@@ -262,20 +262,28 @@ class DocumentOptions:
             at piece boundaries near the limit (after a comma or semicolon where there is one,
             else between words) and every part is translated; "truncate" keeps only its first
             `max_length - 1` pieces (the behaviour before documents; eager calls warn).
-        max_segment_pieces: the longest segment sent to the model, in pieces; None: the
-            model's `max_length // 2`, so that an output up to twice as long still fits
-            (the decoder stops at `max_length`).
-        max_input_bytes: longer inputs are refused (ValueError, INVALID_ARGUMENT over
-            TF Serving) with a message that names the limit.
+        max_segment_pieces: the longest segment sent to the model, in pieces; None: a quarter
+            of the model's `max_length` (32 for the quick preset's 128). Measured on the quick
+            preset's dev split (benchmarks/README.md, "Whole inputs"): limits 16 / 24 / 32 /
+            48 / 64 / none gave BLEU 21.9 / 23.5 / 23.9 / 23.6 / 23.5 / 23.5 on its sentences
+            and 15.2 / 14.5 / 14.2 / 12.6 / 11.4 / 9.8 on documents stripped of punctuation.
+        max_input_bytes: longer inputs are refused (InvalidArgumentError, INVALID_ARGUMENT
+            over TF Serving) with a message that names the limit. A policy, not a measured
+            optimum: 50,000 bytes took 4.3 s and 1.7 GB of peak memory with the quick model
+            on a 2-core CPU (memory is bounded by `batch_size`, time grows with the input), so
+            100,000 bytes (about 15,000 words) hold a server for about 9 s at most.
         batch_size: segments per beam search; the segments of a batch of inputs are sorted
-            by length and searched in batches of this size.
+            by length and searched in batches of this size. 128 measured fastest on a 2-core
+            CPU (benchmarks/README.md, "Whole inputs"): with 8 / 32 documents a call,
+            16, 32, 64, 128 gave 61 / -, 69 / 79, 72 / 89, 79 / 96 sentences/s, and 256
+            gave 90 with 32 documents a call.
     """
 
     segment: bool = True
     overlong: str = "split"
     max_segment_pieces: int | None = None
     max_input_bytes: int = 100_000
-    batch_size: int = 64
+    batch_size: int = 128
 
     def __post_init__(self) -> None:
         if not isinstance(self.segment, bool):
@@ -294,7 +302,7 @@ class DocumentOptions:
 
     def segment_limit(self, max_length: int) -> int:
         """The longest segment in pieces for a model of `max_length` (EOS not counted)."""
-        limit = self.max_segment_pieces or max_length // 2
+        limit = self.max_segment_pieces or max_length // 4
         return max(1, min(limit, max_length - 1))
 
     def replace(self, **changes: Any) -> DocumentOptions:

@@ -194,6 +194,20 @@ def test_translate_file_in_input_order_n_best_tsv_and_progress(model_dir, tmp_pa
     assert [line.split("\t")[1] for line in lines] == [texts[0][0] for texts, _ in want]
 
 
+def test_translate_paragraph_line_is_its_sentences_one_by_one(model_dir, tmp_path, capsys):
+    from keras_transformer import SearchOptions
+
+    path = tmp_path / "paragraph.txt"
+    path.write_text("Der Hund schläft number 12. The cat sleeps.\nLe chat\n", encoding="utf-8")
+    flags = ["--model-dir", model_dir, "--beam-size", "3", "--max-extra-length", "4"]
+    assert translate.main([*flags, "--input", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    alone = _one_by_one(model_dir, SearchOptions(beam_size=3, max_extra_length=4),
+                        ["Der Hund schläft number 12.", "The cat sleeps.", "Le chat"])  # fmt: skip
+    first, second, third = (texts[0][0] for texts, _ in alone)  # each: [[1-best]]
+    assert lines == [f"{first} {second}", third]
+
+
 def test_translate_sampling_flags(model_dir, capsys, monkeypatch):
     import io
 

@@ -140,8 +140,8 @@ def add_document_arguments(parser: argparse.ArgumentParser, segment_by_default: 
     )  # fmt: skip
     group.add_argument(
         "--max-segment-pieces", type=int, default=None,
-        help="the longest sentence sent to the model, in subword pieces (default: half the "
-        "model's max_length)",
+        help="the longest sentence sent to the model, in subword pieces (default: a quarter "
+        "of the model's max_length, 32 for the quick preset)",
     )  # fmt: skip
     group.add_argument(
         "--max-input-bytes", type=int, default=defaults.max_input_bytes,
