@@ -377,6 +377,9 @@ class TrainingConfig:
             dev BLEU of `eval_every_steps`: a validation pass over the bundled 609 dev pairs
             costs about 6 s on a 2-core CPU, 2 of the default run's 15 minutes at 100).
         checkpoint_every_steps / checkpoint_every_minutes: checkpoint when either is reached.
+        preemption_grace_seconds: on SIGTERM or SIGINT the run finishes its update, writes a
+            checkpoint and exits (status 143) within this many seconds, else a watchdog ends
+            it with the same status (`training.preemption`); 30: the usual cloud notice.
         keep_checkpoints: checkpoints kept on disk.
         average_last: checkpoints averaged into the final weights (paper: 5 base, 20 big).
         log_every_steps: TensorBoard scalars interval.
@@ -442,6 +445,7 @@ class TrainingConfig:
     steps_per_epoch: int = 500
     checkpoint_every_steps: int = 100
     checkpoint_every_minutes: float = 10.0
+    preemption_grace_seconds: float = 30.0
     keep_checkpoints: int = 5
     average_last: int = 5
     log_every_steps: int = 20
@@ -539,6 +543,12 @@ class TrainingConfig:
                 "cpu_replicas must be >= 0 and checkpoint_every_minutes > 0. Received: "
                 f"cpu_replicas={self.cpu_replicas}, "
                 f"checkpoint_every_minutes={self.checkpoint_every_minutes}"
+            )
+        grace = self.preemption_grace_seconds
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace > 0:
+            raise ValueError(
+                "preemption_grace_seconds must be a number > 0. Received: "
+                f"preemption_grace_seconds={grace!r}"
             )
         for name in ("init_from", "vocab"):
             value = getattr(self, name)

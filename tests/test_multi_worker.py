@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from keras_transformer import artifacts
 from keras_transformer.training.launch import free_ports
 
 pytestmark = pytest.mark.slow
+LOST_TASK_SECONDS = 60  # BUILD.md: the others exit within a minute of a lost task
 LAUNCH = [sys.executable, "-m", "keras_transformer.training.launch", "--workers", "2", "--"]
 
 
@@ -93,7 +95,9 @@ def test_killed_worker_stops_the_other_with_a_clear_error_and_both_resume(tmp_pa
     log = (tmp_path / "w0.log").read_text()
     error = ([line for line in log.splitlines() if line.startswith("error:")] or [log[-3000:]])[-1]
     assert code == 4, error
-    assert error.startswith("error: a task of the cluster stopped at about step "), error
+    assert error.startswith("error: worker 1 (127.0.0.1:") and " stopped at about step " in error, (
+        error
+    )
     assert "restart every task with the same command to resume from " in error
     last = artifacts.latest_checkpoint_in(str(tmp_path / "mw" / "checkpoints"))
     assert last is not None and last in error
@@ -148,3 +152,91 @@ def test_a_stop_that_one_worker_decides_stops_every_worker_after_the_same_step(t
     summary = json.loads((tmp_path / "limited" / "summary.json").read_text())
     assert summary["stopped_by_time_limit"] and summary["steps"] == steps["worker:0"]
     assert "by the 0.25-minute limit" in result.stdout
+
+
+def _wait_for_step(log_path, step, processes, timeout=600):
+    deadline = time.monotonic() + timeout
+    while f" step {step}/" not in log_path.read_text():
+        assert time.monotonic() < deadline, "no progress"
+        assert all(p.poll() is None for p in processes), log_path.read_text()[-3000:]
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("signalled", [0, 1], ids=["sigterm_to_chief", "sigterm_to_worker"])
+def test_sigterm_to_one_worker_stops_both_at_one_step_and_the_rerun_ends_as_uninterrupted(
+    tmp_path, signalled
+):
+    write_tsv(tmp_path / "pairs.tsv")
+    grace, steps = 30, 30
+    flags = ("--preemption-grace-seconds", str(grace))
+    uninterrupted = run(LAUNCH + train_command(tmp_path / "pairs.tsv", tmp_path / "a", *flags)[2:])
+    assert uninterrupted.returncode == 0, uninterrupted.stdout[-4000:]
+    command = train_command(tmp_path / "pairs.tsv", tmp_path / "b", *flags)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
+    logs = [tmp_path / "w0.log", tmp_path / "w1.log"]
+    with open(logs[0], "w") as log0, open(logs[1], "w") as log1:
+        workers = [
+            _start_worker(command, cluster, 0, log0),
+            _start_worker(command, cluster, 1, log1),
+        ]
+        at = random.randint(6, steps - 6)
+        _wait_for_step(logs[signalled], at, workers)
+        workers[signalled].send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        codes = [worker.wait(timeout=grace + 60) for worker in workers]
+    seconds = time.monotonic() - sent
+    texts = [log.read_text() for log in logs]
+    assert codes == [143, 143], [text[-2000:] for text in texts]
+    assert seconds <= grace, seconds
+    stopped = [
+        [line for line in text.splitlines() if line.startswith("stopped: ")] for text in texts
+    ]
+    assert all(stopped), texts
+    # Both stopped after the same update, and the chief wrote that step's checkpoint.
+    steps_stopped = {re.search(r"after step (\d+)", lines[-1]).group(1) for lines in stopped}
+    assert len(steps_stopped) == 1, stopped
+    (step,) = steps_stopped
+    saved = artifacts.latest_checkpoint_in(str(tmp_path / "b" / "checkpoints"))
+    assert saved.endswith(f"ckpt-{int(step):08d}.weights.h5") and int(step) >= at, (saved, at)
+    result = run(LAUNCH + command[2:])
+    assert result.returncode == 0, result.stdout[-4000:]
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["resumed_from_step"] == int(step) and summary["steps"] == steps
+    final = "final.weights.h5"
+    difference = max_abs_difference(tmp_path / "a" / final, tmp_path / "b" / final)
+    print(
+        f"SIGTERM to worker {signalled} after step {at}: both stopped after step {step}, "
+        f"{seconds:.1f}s after the signal; rerun's final weights max abs difference "
+        f"{difference:.3g}"
+    )
+    assert difference <= 1e-6
+
+
+def test_a_lost_chief_stops_the_other_worker_with_a_message_that_names_it(tmp_path):
+    write_tsv(tmp_path / "pairs.tsv")
+    command = train_command(tmp_path / "pairs.tsv", tmp_path / "mw", steps=60)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
+    logs = [tmp_path / "w0.log", tmp_path / "w1.log"]
+    with open(logs[0], "w") as log0, open(logs[1], "w") as log1:
+        workers = [
+            _start_worker(command, cluster, 0, log0),
+            _start_worker(command, cluster, 1, log1),
+        ]
+        _wait_for_step(logs[1], 12, workers)
+        workers[0].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        code = workers[1].wait(timeout=300)
+    seconds = time.monotonic() - killed
+    log = logs[1].read_text()
+    error = ([line for line in log.splitlines() if line.startswith("error:")] or [log[-3000:]])[-1]
+    print(f"worker 1 exited {code} {seconds:.0f}s after the chief was killed: {error}")
+    assert code == 4, error
+    assert error.startswith(f"error: worker 0 ({cluster['worker'][0]}) stopped at about step "), (
+        error
+    )
+    assert seconds <= LOST_TASK_SECONDS, seconds
+    last = artifacts.latest_checkpoint_in(str(tmp_path / "mw" / "checkpoints"))
+    result = run(LAUNCH + command[2:])
+    assert result.returncode == 0, result.stdout[-4000:]
+    summary = json.loads((tmp_path / "mw" / "summary.json").read_text())
+    assert summary["steps"] == 60 and summary["resumed_from_step"] == int(last[-19:-11])

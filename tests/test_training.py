@@ -328,8 +328,9 @@ def test_mirrored_strategy_matches_one_device():
     assert losses["mirrored_replicas"] == 2 and losses["one_device_replicas"] == 1
     one, mirrored = np.array(losses["one_device"]), np.array(losses["mirrored"])
     assert one[-1] < one[0]  # it trains
-    # Per-replica token means average to the global token mean up to the uneven padding.
-    np.testing.assert_allclose(mirrored, one, rtol=0.02)
+    # The loss is the global batch's token mean under both (uneven padding included), so the
+    # updates agree up to summation order (tests/test_replicas.py: 8 replicas, the weights).
+    np.testing.assert_allclose(mirrored, one, rtol=1e-5)
 
 
 def test_killed_run_resumes_from_checkpoint(tmp_path):

@@ -10,7 +10,9 @@ Several machines: TF_CONFIG per process (see BUILD.md), or on one machine
 `python -m keras_transformer.training.launch --workers 2 -- <these flags>`.
 Exit codes: 2 bad flags or model directory (one `error:` line; --debug shows the traceback),
 3 non-finite loss (nothing saved from it; rerunning resumes from the last good checkpoint),
-4 another worker of a cluster stopped (restart all workers: they resume together).
+4 another worker of a cluster stopped (restart all workers: they resume together),
+143 stopped by SIGTERM or SIGINT (any worker's, under several) after writing a checkpoint at
+the update it finished: rerun the same command to resume (--preemption-grace-seconds).
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ HELP = {
     "steps_per_epoch": "steps between dev-set evaluations (a Keras epoch)",
     "checkpoint_every_steps": "checkpoint interval in steps",
     "checkpoint_every_minutes": "checkpoint interval in minutes (whichever comes first)",
+    "preemption_grace_seconds": "on SIGTERM (a preempted machine) or SIGINT (Ctrl-C): finish "
+    "the update in flight, write a checkpoint and exit with status 143 within N seconds (a "
+    "watchdog exits with 143 if a step outlasts it); rerun the same command to resume",
     "keep_checkpoints": "checkpoints kept on disk",
     "average_last": "average the last K checkpoints into the final weights (paper: 5/20)",
     "log_every_steps": "TensorBoard scalar interval (loss, lr, accuracy, tokens/s)",
@@ -275,16 +280,25 @@ def _finish_summary(cfg: TrainingConfig, summary: dict[str, Any], weights: str) 
 
 def train(args: argparse.Namespace) -> int:
     """Train (or resume), evaluate on the test split and export, as the flags say."""
-    from keras_transformer.training.errors import NonFiniteLossError, WorkerLostError
+    from keras_transformer.training.errors import (
+        PREEMPTED_STATUS,
+        NonFiniteLossError,
+        PreemptedError,
+        WorkerLostError,
+    )
     from keras_transformer.training.trainer import train as train_model
 
     cfg = training_config(args)
     try:
         summary = train_model(cfg, dev_bleu_callbacks(cfg))
+    except PreemptedError as error:
+        print(flush=True)  # end the progress bar's line
+        print(f"stopped: {error}", file=sys.stderr)
+        return PREEMPTED_STATUS
     except (NonFiniteLossError, WorkerLostError) as error:
         if args.debug:
             raise
-        print(flush=True)  # end the progress bar's line
+        print(flush=True)
         print(f"error: {common.error_line(error)}", file=sys.stderr)
         return NONFINITE_STATUS if isinstance(error, NonFiniteLossError) else WORKER_LOST_STATUS
     if not summary["chief"]:

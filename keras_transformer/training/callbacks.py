@@ -117,13 +117,25 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         is_chief: only the chief writes (multi-worker training). The others write nothing:
             the weights file is read from mirrored variables, which takes no collective op,
             so they need not take part (as they must in a `tf.train.Checkpoint` save).
+        run: stored in every checkpoint (`checkpoints.checkpoint_run`): replicas, global batch.
+
+    Attributes:
+        last_path: the checkpoint this run wrote last (the chief's), else None.
     """
 
     def __init__(
-        self, directory: str, every_steps: int, every_minutes: float, keep: int, is_chief=True
+        self,
+        directory: str,
+        every_steps: int,
+        every_minutes: float,
+        keep: int,
+        is_chief=True,
+        run: dict | None = None,
     ):
         super().__init__()
         self.directory = directory
+        self.run = dict(run or {})
+        self.last_path = None
         self.every_steps = every_steps
         self.every_seconds = every_minutes * 60.0
         self.keep = keep
@@ -134,12 +146,16 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def _step(self) -> int:
         return int(self.model.optimizer.iterations.numpy())
 
-    def save(self) -> None:
+    def save(self, preempted: bool = False) -> None:
+        """Write this step's checkpoint (unless written already); `preempted`: off the
+        schedule, to resume from (`checkpoints.save_checkpoint`)."""
         step = self._step()
         if step == self._last_step:
             return
         if self.is_chief:
-            checkpoints.save_checkpoint(self.model, self.directory, step, self.keep)
+            self.last_path = checkpoints.save_checkpoint(
+                self.model, self.directory, step, self.keep, self.run, preempted
+            )
         self._last_step, self._last_time = step, time.monotonic()
 
     def on_train_begin(self, logs=None):

@@ -33,8 +33,22 @@ def rng_variables(model: keras.Model) -> list:
     return [v for v in model.variables if id(v) not in weights]
 
 
-def save_checkpoint(model: keras.Model, directory: str, step: int, keep: int) -> str:
+def save_checkpoint(
+    model: keras.Model,
+    directory: str,
+    step: int,
+    keep: int,
+    run: dict | None = None,
+    preempted: bool = False,
+) -> str:
     """Write model + optimizer + RNG state atomically, then delete all but the last `keep`.
+    `run` (names to ints or strings: replicas, global batch) is stored beside the step, for
+    `checkpoint_run`.
+
+    A `preempted` checkpoint (written off the schedule when the run was stopped by a signal)
+    is there to resume from: it takes no place among the `keep` and goes when a later
+    checkpoint is written, so the checkpoints a finished run keeps and averages are those of
+    an uninterrupted run.
 
     Raises `NonFiniteLossError` (and writes nothing) if a weight or optimizer variable is not
     finite.
@@ -51,15 +65,37 @@ def save_checkpoint(model: keras.Model, directory: str, step: int, keep: int) ->
     with h5py.File(partial, "a") as f:
         group = f.create_group(STATE_GROUP)
         group.attrs["step"] = step
+        group.attrs["preempted"] = int(preempted)
+        for name, value in (run or {}).items():
+            group.attrs[name] = value
         counter = getattr(optimizer, "nonfinite_steps", None)
         if counter is not None:
             group.attrs["nonfinite_steps"] = int(keras.ops.convert_to_numpy(counter))
         for i, variable in enumerate(rng_variables(model)):
             group.create_dataset(f"rng/{i}", data=keras.ops.convert_to_numpy(variable))
     os.replace(partial, path)  # a killed run never leaves a half-written checkpoint
-    for _, old in list_checkpoints(directory)[:-keep]:
+    scheduled = []
+    for old_step, old in list_checkpoints(directory):
+        if old_step < step and checkpoint_run(old).get("preempted"):
+            os.remove(old)  # superseded for resuming; never averaged
+        elif old == path or not checkpoint_run(old).get("preempted"):
+            scheduled.append(old)
+    if preempted:
+        scheduled.remove(path)
+    for old in scheduled[:-keep]:
         os.remove(old)
     return path
+
+
+def checkpoint_run(path: str) -> dict:
+    """The step and the run's description (`save_checkpoint`'s `run`) stored in `path`."""
+    with h5py.File(path, "r") as f:
+        if STATE_GROUP not in f:
+            return {}
+        return {
+            name: value.item() if hasattr(value, "item") else value
+            for name, value in f[STATE_GROUP].attrs.items()
+        }
 
 
 def restore_checkpoint(model: keras.Model, path: str, rng: bool = True) -> None:

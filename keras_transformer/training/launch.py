@@ -11,7 +11,9 @@ run. Each process gets a free port on 127.0.0.1, its own `TF_CONFIG`
 `CUDA_VISIBLE_DEVICES=""` (unless `--gpus`). Output lines are prefixed with the task name.
 If a worker fails, the others are stopped (SIGTERM, then SIGKILL after `--grace-s`) and the
 launcher exits with the failing code; rerunning the same command resumes all workers from the
-chief's last checkpoint.
+chief's last checkpoint. SIGTERM or Ctrl-C to the launcher reaches every worker as SIGTERM:
+they agree on a step, the chief writes its checkpoint, and all exit with status 143, as
+does the launcher.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from keras_transformer.training.errors import PREEMPTED_STATUS
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -102,7 +106,20 @@ def _stop(processes, grace_s: float) -> None:
             process.wait()
 
 
+class _Terminated(Exception):
+    """The launcher received SIGTERM (its machine is being preempted)."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
 def _wait(processes, grace_s: float) -> int:
+    """Until all exit 0, or one fails (the others are stopped); on SIGTERM or Ctrl-C the
+    workers get SIGTERM and `grace_s` to checkpoint and stop (`training.preemption`): the
+    launcher then exits 143 if they all stopped so, else 130 (Ctrl-C) or 143 (SIGTERM)."""
+    main = threading.current_thread() is threading.main_thread()  # handlers: main only
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
     try:
         while True:
             codes = [(name, process.poll()) for name, process in processes]
@@ -115,9 +132,16 @@ def _wait(processes, grace_s: float) -> int:
             if all(code == 0 for _, code in codes):
                 return 0
             time.sleep(0.5)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated) as stop:
+        print(f"launch: {type(stop).__name__}: stopping the workers", flush=True)
         _stop(processes, grace_s)
+        codes = {process.returncode for _, process in processes}
+        if codes == {PREEMPTED_STATUS} or isinstance(stop, _Terminated):
+            return PREEMPTED_STATUS
         return 130
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv=None) -> int:

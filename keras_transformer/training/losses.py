@@ -67,6 +67,20 @@ def _put_at_labels(dense, labels, values):
     return ops.scatter_update(dense, where, ops.reshape(values, (-1,)))
 
 
+def global_token_count(count):
+    """`(count summed over the replicas in sync, number of replicas)`: the count itself and 1
+    outside a `tf.distribute` replica context with several replicas (one device, the JAX
+    backend, cross-replica code)."""
+    if keras.backend.backend() != "tensorflow":
+        return count, 1.0
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return count, 1.0
+    return context.all_reduce("SUM", count), float(context.num_replicas_in_sync)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
     """Mean over non-padding tokens of the cross-entropy with a smoothed target.
@@ -79,9 +93,16 @@ class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
     With z the logits and lse = logsumexp(z) this is lse - (1 - eps) z_y - eps mean_v(z_v): it
     builds neither the (batch, len, vocab) one-hot tensor nor the log-softmax, only reductions
     over the vocabulary (the log-softmax is a pass over the largest tensor of the step).
-    Positions whose label is `pad_id` contribute nothing; the result is
-    sum(loss * mask) / sum(mask) per replica (Keras then divides by the number of replicas under
-    tf.distribute, as for its own losses).
+    Positions whose label is `pad_id` contribute nothing; the result is the mean over the real
+    tokens of the whole global batch, sum(loss * mask) / sum(mask).
+
+    Under a `tf.distribute` strategy with R replicas each replica sees its slice of the global
+    batch, and Keras divides each replica's loss by R before summing the replicas' gradients:
+    a per-replica token mean would then weight every replica alike, however many real tokens
+    (padding is uneven) it holds, and R replicas would not update as one device does with the
+    R-times batch. So each replica divides its token sum by the global count (one all-reduce
+    of a scalar per step) and multiplies by R, and the summed gradients are exactly those of
+    the global token mean (`global_token_count`).
 
     Args:
         label_smoothing: eps (paper: 0.1).
@@ -98,10 +119,12 @@ class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
     def call(self, y_true, y_pred):
         labels, logits, mask = _labels_logits_and_mask(y_true, y_pred, self.pad_id)
         loss = _smoothed_cross_entropy(labels, logits, self.label_smoothing)  # (batch, tgt_len)
-        # Keras' "sum_over_batch_size" divides by batch * len; weighting real tokens by
-        # (batch * len) / n_real makes that the mean over real tokens.
+        # Keras' "sum_over_batch_size" divides by batch * len (this replica's), then by the
+        # replicas R: weighting real tokens by (batch * len) * R / n_real(global batch) makes
+        # that this replica's share of the global mean over real tokens.
         total = ops.cast(ops.size(mask), "float32")
-        weight = mask * ops.divide_no_nan(total, ops.sum(mask))
+        count, replicas = global_token_count(ops.sum(mask))
+        weight = mask * ops.divide_no_nan(total * replicas, count)
         return loss * weight  # (batch, tgt_len)
 
     def get_config(self):

@@ -59,6 +59,7 @@ from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
     check_finite,
 )
 from keras_transformer.training.precision import resolve_mixed_precision
+from keras_transformer.training.preemption import StopOnSignal
 from keras_transformer.training.schedule import TransformerSchedule
 
 logger = logging.getLogger("keras_transformer")
@@ -155,7 +156,7 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
     return train, dev
 
 
-def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callback]:
+def _callbacks(cfg: TrainingConfig, chief: bool, replicas: int) -> list[keras.callbacks.Callback]:
     log_dir = artifacts.path(cfg.model_dir, artifacts.LOG_DIR)
     checkpoint_dir = artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR)
     return [
@@ -174,11 +175,23 @@ def _callbacks(cfg: TrainingConfig, chief: bool) -> list[keras.callbacks.Callbac
             every_minutes=cfg.checkpoint_every_minutes,
             keep=cfg.keep_checkpoints,
             is_chief=chief,
+            run=_run_description(cfg, replicas),
         ),
         cb.StopAtStep(cfg.train_steps),
         *([cb.StopAtTimeLimit(limit)] if (limit := cfg.time_limit_seconds()) else []),
         *([keras.callbacks.TensorBoard(log_dir, update_freq="epoch")] if chief else []),
     ]
+
+
+def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int]:
+    """What a checkpoint records of the run's batch: replicas, micro-batches per update and
+    the padded tokens an update sees at most (the global batch)."""
+    return {
+        "replicas": replicas,
+        "accumulate_steps": cfg.accumulate_steps,
+        "batch_tokens_per_replica": cfg.batch_tokens,
+        "global_batch_tokens": replicas * cfg.accumulate_steps * cfg.batch_tokens,
+    }
 
 
 def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
@@ -255,26 +268,28 @@ def train(
     model, start_step = build_and_restore(cfg, config, strategy)
     replicas = strategy.num_replicas_in_sync
     logger.info(
-        "Training %s (%s parameters, %s trainable) on %s with %d replica(s), %d tokens per "
-        "replica batch", cfg.model, f"{model.count_params():,}",
-        f"{warm_start.trainable_count(model):,}", cfg.dataset, replicas, cfg.batch_tokens,
+        "Training %s (%s parameters, %s trainable) on %s with %d replica(s) x %d tokens x %d "
+        "micro-batch(es): global batch up to %d tokens per update", cfg.model,
+        f"{model.count_params():,}", f"{warm_start.trainable_count(model):,}", cfg.dataset,
+        replicas, cfg.batch_tokens, cfg.accumulate_steps,
+        _run_description(cfg, replicas)["global_batch_tokens"],
     )  # fmt: skip
-    if cfg.accumulate_steps > 1:
-        logger.info(
-            "Gradient accumulation: %d micro-batches per update, up to %d tokens per update",
-            cfg.accumulate_steps, cfg.accumulate_steps * replicas * cfg.batch_tokens,
-        )  # fmt: skip
     # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
     skip = start_step * cfg.accumulate_steps
     train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=skip)
     started = time.perf_counter()
     history, monitor, callbacks = None, None, []
     if start_step < cfg.train_steps:
-        callbacks = _callbacks(cfg, chief)
+        callbacks = _callbacks(cfg, chief, replicas)
         if chief and chief_callbacks is not None:
             callbacks += chief_callbacks(tokenizer)
-        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            callbacks.append(cb.AgreeToStop(strategy))  # last: after every stopping callback
+        multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        if multi_worker:
+            callbacks.append(cb.AgreeToStop(strategy))  # after every stopping callback
+        checkpoint = next(c for c in callbacks if isinstance(c, cb.PeriodicCheckpoint))
+        grace, peers = cfg.preemption_grace_seconds, strategy if multi_worker else None
+        # Last: it raises, after every other callback saw the update.
+        callbacks.append(StopOnSignal(checkpoint, grace, peers))
         monitor = callbacks[1]
         history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief)
     train_seconds = time.perf_counter() - started
@@ -341,7 +356,9 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chie
             raise
         step = int(model.optimizer.iterations.numpy())
         latest = artifacts.latest_checkpoint(cfg.model_dir)
-        raise WorkerLostError(step, latest, error.message) from error
+        logger.info("TensorFlow's message: %s", error)
+        cluster = (read_tf_config() or {}).get("cluster")
+        raise WorkerLostError(step, latest, str(error), cluster) from error
 
 
 def _verbosity(chief: bool) -> int:
