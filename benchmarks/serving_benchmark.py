@@ -16,6 +16,16 @@ machine, versions and the command).
 of 2 to 12 consecutive lines (joined by spaces), K documents a request, against the very same
 lines sent as single-sentence inputs, the same lines a request; sentences per second of each,
 alternating which goes first in each round (`--iterations` rounds over the whole split).
+
+`--load SECONDS` is a load test: `--clients` (32) concurrent gRPC clients send the mix of
+`keras_transformer.serving.load` (short sentences, documents, n-best, sampling, score, hostile
+inputs) to the test double in its own process; requests, failures, sentences/s, p50/p99
+latency and the server's memory (first and last ten seconds). `--batching MAX,TIMEOUT_US,
+THREADS ...` adds runs of the batchable mix (no sampling) without and with an emulation of TF
+Serving's `--enable_batching` (BUILD.md, "Batching"):
+
+    python benchmarks/serving_benchmark.py --model-dir runs/sample_en_de --load 60
+    python benchmarks/serving_benchmark.py --export-dir DIR --load 30 --batching 32,2000,2
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from machine import cpu_name  # noqa: E402  (benchmarks/machine.py, beside this 
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
 from keras_transformer.decoding.evaluation import group_documents  # noqa: E402
-from keras_transformer.serving import client  # noqa: E402
+from keras_transformer.serving import client, load  # noqa: E402
 from keras_transformer.serving.export import export_savedmodel  # noqa: E402
 
 
@@ -111,6 +121,18 @@ def print_documents(rows: list) -> None:
     print(f"all rounds: documents / sentences = {total['sentences'] / total['documents']:.3f}")
 
 
+def environment(args) -> dict:
+    """Where and on what a result was measured."""
+    return dict(
+        export_dir=args.export_dir, model_dir=args.model_dir or "tiny untrained test model",
+        date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        machine=dict(platform=platform.platform(), processor=cpu_name(),
+                     cpus=os.cpu_count(), gpus=len(tf.config.list_physical_devices("GPU"))),
+        versions=dict(python=platform.python_version(), tensorflow=tf.__version__,
+                      tensorflow_text=tensorflow_text.__version__),
+    )  # fmt: skip
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     where = parser.add_mutually_exclusive_group()
@@ -127,8 +149,23 @@ def main(argv=None) -> int:
         "--documents", type=int, default=None, metavar="K",
         help="measure K documents a request against their lines as single sentences",
     )  # fmt: skip
+    parser.add_argument(
+        "--load", type=float, default=None, metavar="SECONDS",
+        help="instead: a load test, --clients concurrent gRPC clients sending the mixed "
+        "requests of keras_transformer.serving.load for SECONDS to the test double in its own "
+        "process (memory sampled every second)",
+    )  # fmt: skip
+    parser.add_argument("--clients", type=int, default=32, help="with --load")
+    parser.add_argument(
+        "--batching", nargs="*", default=[], metavar="MAX_BATCH,TIMEOUT_US,THREADS",
+        help="with --load: also emulate TF Serving's --enable_batching with each of these "
+        "batching.config values (sampling left out of the mix: its scalar inputs cannot be "
+        "batched), beside the same mix without batching",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     sentences = [src for src, _ in read_pairs("sample_en_de", "test", limit=1000)]
+    if args.load:
+        return load_test(args, sentences)
     with tempfile.TemporaryDirectory() as workdir:
         export_dir = export_dir_for(args, workdir)
         signature = tf.saved_model.load(export_dir).signatures["serving_default"]
@@ -149,15 +186,7 @@ def main(argv=None) -> int:
                     for name, call in paths.items() for batch in args.batch_sizes]  # fmt: skip
         if args.grpc:
             server.stop(grace=None)
-    report = dict(
-        command=" ".join([sys.executable, *sys.argv]), export_dir=args.export_dir,
-        model_dir=args.model_dir or "tiny untrained test model", rows=rows,
-        date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        machine=dict(platform=platform.platform(), processor=cpu_name(),
-                     cpus=os.cpu_count(), gpus=len(tf.config.list_physical_devices("GPU"))),
-        versions=dict(python=platform.python_version(), tensorflow=tf.__version__,
-                      tensorflow_text=tensorflow_text.__version__),
-    )  # fmt: skip
+    report = dict(command=" ".join([sys.executable, *sys.argv]), rows=rows, **environment(args))
     if args.documents:
         print_documents(rows)
     else:
@@ -165,6 +194,47 @@ def main(argv=None) -> int:
     if args.output:
         Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def load_test(args, sentences: list[str]) -> int:
+    """The mixed load against the test double, once as is, then (if --batching) with the
+    batchable mix without and with each batching emulation."""
+    runs = [("mixed", None, ())]
+    if args.batching:
+        runs += [("batchable", None, ("sample",))]
+        runs += [(f"batchable, batching {b}", b, ("sample",)) for b in args.batching]
+    with tempfile.TemporaryDirectory() as workdir:
+        export_dir = export_dir_for(args, workdir)
+        rows = []
+        for name, batching, without in runs:
+            server, address = load.start_server(export_dir, batching)
+            try:
+                draw = load.mixed_requests(sentences, without=without)
+                load.warm_up(address, draw)  # every kind twice, one at a time
+                report = load.run_load(address, draw, args.clients, args.load, server.pid)
+            finally:
+                server.kill()
+                server.wait()
+            rows.append(dict(run=name, **report))
+            print(json.dumps(rows[-1]), flush=True)
+    print_load(rows)
+    if args.output:
+        Path(args.output).write_text(json.dumps(dict(
+            command=" ".join([sys.executable, *sys.argv]), rows=rows, **environment(args)
+        ), indent=2) + "\n")  # fmt: skip
+    return 0
+
+
+def print_load(rows: list) -> None:
+    print("| run | requests | failed | hostile: INVALID_ARGUMENT | sentences/s | p50 ms "
+          "| p99 ms | server MB first 10 s -> last 10 s |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---|")  # fmt: skip
+    for r in rows:
+        memory = r.get("memory_mb", {})
+        print(f"| {r['run']} | {r['requests']} | {r['failed']} | {r['hostile_invalid_argument']}"
+              f"/{r['hostile']} | {r['sentences_per_sec']} | {r['p50_ms']} | {r['p99_ms']} | "
+              f"{memory.get('first_10s')} -> {memory.get('last_10s')} "
+              f"({100 * memory.get('growth', 0):+.1f}%) |")  # fmt: skip
 
 
 def print_table(rows: list) -> None:

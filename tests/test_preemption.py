@@ -81,6 +81,7 @@ def test_signal_finishes_the_update_writes_its_checkpoint_and_stops(
     assert error.last_checkpoint == artifacts.checkpoint_path(str(tmp_path), stops_after)
     assert f"after step {stops_after}" in str(error) and "resume" in str(error)
     assert {s: signal.getsignal(s) for s in before} == before  # handlers given back
+    assert stop._watchdog is None  # stopped in time: nothing will end the process later
     # The checkpoint holds the stopped model exactly: a fresh model restored from it agrees.
     restored = _model(accumulate)
     checkpoints.restore_checkpoint(restored, error.last_checkpoint)

@@ -106,3 +106,29 @@ def test_eight_replicas_update_like_one_device_with_the_eight_times_batch(accumu
             assert difference <= 1e-5, (path, difference)
     np.testing.assert_allclose(mirrored["logits"], one["logits"], atol=1e-5)
     np.testing.assert_allclose(mirrored["loss"], one["loss"], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_train_wmt_with_eight_cpu_replicas_says_so_in_its_log_and_checkpoints(tmp_path):
+    from test_long_runs import ENV, train_command, write_tsv
+
+    from keras_transformer import artifacts
+    from keras_transformer.training.checkpoints import checkpoint_run
+
+    write_tsv(tmp_path / "pairs.tsv")
+    command = train_command(
+        tmp_path / "pairs.tsv", tmp_path / "run", "--strategy", "mirrored", "--cpu-replicas", "8",
+        steps=24, every=12,
+    )  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=ENV)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["replicas"] == 8 and summary["steps"] == 24
+    assert "with 8 replica(s) x 256 tokens x 1 micro-batch(es): global batch up to 2048 tokens" in (
+        result.stdout + result.stderr
+    )
+    last = artifacts.latest_checkpoint_in(str(tmp_path / "run" / "checkpoints"))
+    assert checkpoint_run(last) == {
+        "step": 24, "preempted": 0, "replicas": 8, "accumulate_steps": 1,
+        "batch_tokens_per_replica": 256, "global_batch_tokens": 2048,
+    }  # fmt: skip

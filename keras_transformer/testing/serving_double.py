@@ -68,6 +68,20 @@ class SavedModelPredictionService(prediction_service_pb2_grpc.PredictionServiceS
 
     def run(self, model_name: str, signature_name: str, inputs: dict, version=None) -> dict:
         """Check and run one request: {input: np.ndarray} -> {output: np.ndarray}."""
+        function, tensors = self.check(model_name, signature_name, inputs, version)
+        return self.call(function, tensors)
+
+    def call(self, function, tensors: dict) -> dict:
+        """Run a checked request (`check`): {output: np.ndarray}."""
+        time.sleep(self.delay_s)
+        try:
+            outputs = function(**tensors)
+        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
+            raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
+        return {key: value.numpy() for key, value in outputs.items()}
+
+    def check(self, model_name: str, signature_name: str, inputs: dict, version=None):
+        """`(signature function, {input: tf.Tensor})` of a request, else `RequestError`."""
         with self._lock:
             self.requests += 1
         if model_name != self.model_name or version not in (None, self.version):
@@ -88,13 +102,7 @@ class SavedModelPredictionService(prediction_service_pb2_grpc.PredictionServiceS
                 f"input size does not match signature: Sent extra: {extra}. "
                 f"Missing but required: {missing}.",
             )
-        tensors = {key: _to_tensor(key, value, specs[key]) for key, value in inputs.items()}
-        time.sleep(self.delay_s)
-        try:
-            outputs = function(**tensors)
-        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
-            raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
-        return {key: value.numpy() for key, value in outputs.items()}
+        return function, {key: _to_tensor(key, value, specs[key]) for key, value in inputs.items()}
 
     def Predict(self, request, context):  # noqa: N802  (the gRPC method name)
         spec = request.model_spec
@@ -112,6 +120,111 @@ class SavedModelPredictionService(prediction_service_pb2_grpc.PredictionServiceS
             if not request.output_filter or key in request.output_filter:
                 response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
         return response
+
+
+class BatchingPredictionService(SavedModelPredictionService):
+    """The double with an emulation of TF Serving's `--enable_batching` (BasicBatchScheduler,
+    one queue per signature), to measure what server-side batching does to our signatures
+    under concurrent load (`serving.load`). What it copies from TF Serving: a request whose
+    input has no batch dimension, or whose inputs differ in it, is refused with TF Serving's
+    message ("Batching session Run() input tensors must have at least one dimension"); an
+    error in a merged call fails every request merged into it; requests queue until
+    `max_batch_size` rows or `batch_timeout_micros` after the first; `num_batch_threads` batches
+    run at once; each request gets its own rows back. What it does not copy: allowed batch
+    sizes and padding, large-batch splitting (a request over `max_batch_size` runs alone),
+    `max_enqueued_batches` (no request is refused for a full queue), the C++ speed of it all.
+
+    Args:
+        export_dir, model_name: as `SavedModelPredictionService`.
+        max_batch_size: rows of one merged call at most.
+        batch_timeout_micros: how long the first request of a batch waits for others.
+        num_batch_threads: merged calls run at once.
+    """
+
+    def __init__(
+        self,
+        export_dir: str,
+        model_name: str = "transformer",
+        max_batch_size: int = 128,
+        batch_timeout_micros: int = 5000,
+        num_batch_threads: int = 2,
+    ):
+        super().__init__(export_dir, model_name)
+        self.max_batch_size = max_batch_size
+        self.timeout_s = batch_timeout_micros / 1e6
+        self._queues: dict[str, list] = {}
+        self._ready = threading.Condition()
+        self.batch_rows: list[int] = []  # rows of each merged call, for the report
+        for _ in range(num_batch_threads):
+            threading.Thread(target=self._run_batches, daemon=True).start()
+
+    def run(self, model_name, signature_name, inputs, version=None):
+        for key, value in inputs.items():
+            if np.ndim(value) == 0:
+                raise RequestError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "Batching session Run() input tensors must have at least one dimension "
+                    f"(input {key!r} is a scalar)",
+                )
+        function, tensors = self.check(model_name, signature_name, inputs, version)
+        rows = {int(tensor.shape[0]) for tensor in tensors.values()}
+        if len(rows) > 1:
+            raise RequestError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "Batching session Run() input tensors must have equal 0th-dimension size",
+            )
+        if rows.pop() > self.max_batch_size:
+            return self.call(function, tensors)
+        task = {"function": function, "tensors": tensors, "done": threading.Event()}
+        with self._ready:
+            self._queues.setdefault(signature_name or SERVING_SIGNATURE, []).append(task)
+            self._ready.notify()
+        task["done"].wait()
+        if "error" in task:
+            raise task["error"]
+        return task["outputs"]
+
+    def _take_batch(self) -> list:
+        """Wait for a queue with work; then up to `timeout_s` for `max_batch_size` rows."""
+        with self._ready:
+            while not any(self._queues.values()):
+                self._ready.wait()
+            name = next(name for name, queue in self._queues.items() if queue)
+            deadline = time.monotonic() + self.timeout_s
+            while time.monotonic() < deadline and self._rows(name) < self.max_batch_size:
+                self._ready.wait(deadline - time.monotonic())
+            queue, batch, rows = self._queues[name], [], 0
+            while queue and rows + self._rows_of(queue[0]) <= self.max_batch_size:
+                rows += self._rows_of(queue[0])
+                batch.append(queue.pop(0))
+            return batch
+
+    def _rows(self, name: str) -> int:
+        return sum(self._rows_of(task) for task in self._queues[name])
+
+    @staticmethod
+    def _rows_of(task) -> int:
+        return int(next(iter(task["tensors"].values())).shape[0])
+
+    def _run_batches(self) -> None:
+        while True:
+            batch = self._take_batch()
+            keys = batch[0]["tensors"].keys()
+            merged = {key: tf.concat([task["tensors"][key] for task in batch], 0) for key in keys}
+            self.batch_rows.append(sum(self._rows_of(task) for task in batch))
+            try:
+                outputs = self.call(batch[0]["function"], merged)
+            except RequestError as error:  # one bad request fails its whole batch, as in TF
+                for task in batch:
+                    task["error"] = error
+                    task["done"].set()
+                continue
+            start = 0
+            for task in batch:
+                end = start + self._rows_of(task)
+                task["outputs"] = {key: value[start:end] for key, value in outputs.items()}
+                task["done"].set()
+                start = end
 
 
 def _to_tensor(key: str, value: np.ndarray, spec: tf.TensorSpec) -> tf.Tensor:
@@ -132,11 +245,12 @@ def _to_tensor(key: str, value: np.ndarray, spec: tf.TensorSpec) -> tf.Tensor:
     return tf.constant(value, dtype=spec.dtype)
 
 
-def serve_grpc(service: SavedModelPredictionService, max_workers: int = 2):
-    """Start a gRPC server on 127.0.0.1 with an ephemeral port: returns `(server, port)`."""
+def serve_grpc(service: SavedModelPredictionService, max_workers: int = 2, port: int = 0):
+    """Start a gRPC server on 127.0.0.1 (`port`, 0: an ephemeral one): returns
+    `(server, port)`."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(service, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     return server, port
 
@@ -215,3 +329,35 @@ def serve_rest(service: SavedModelPredictionService):
     thread.daemon = True
     thread.start()
     return httpd, httpd.server_address[1]
+
+
+def main(argv=None) -> int:
+    """`python -m keras_transformer.testing.serving_double --export-dir DIR`: serve gRPC on
+    127.0.0.1 in this process until killed; prints "port N" once ready (load tests)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--export-dir", required=True, help="a version directory")
+    parser.add_argument("--model-name", default="transformer")
+    parser.add_argument("--port", type=int, default=0, help="0: an ephemeral port")
+    parser.add_argument("--threads", type=int, default=32, help="gRPC worker threads")
+    parser.add_argument(
+        "--batching", metavar="MAX_BATCH,TIMEOUT_US,THREADS",
+        help="emulate --enable_batching with these batching.config values",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.batching:
+        size, timeout, threads = (int(x) for x in args.batching.split(","))
+        service = BatchingPredictionService(
+            args.export_dir, args.model_name, size, timeout, threads
+        )
+    else:
+        service = SavedModelPredictionService(args.export_dir, args.model_name)
+    server, port = serve_grpc(service, max_workers=args.threads, port=args.port)
+    print(f"port {port}", flush=True)
+    server.wait_for_termination()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -122,10 +122,17 @@ class StopOnSignal(keras.callbacks.Callback):
             return
         step = int(self.model.optimizer.iterations.numpy())
         self.checkpoint.save(preempted=True)
+        self._stop_watchdog()  # stopped in time: the caller decides what comes next
         self._restore_handlers()
         name = signal.Signals(self.received).name if local else "another worker's signal"
         last = self.checkpoint.last_path or latest_checkpoint_in(self.checkpoint.directory)
         raise PreemptedError(step, last, name)
 
+    def _stop_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
     def on_train_end(self, logs=None):
+        self._stop_watchdog()
         self._restore_handlers()
