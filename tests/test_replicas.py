@@ -129,6 +129,6 @@ def test_train_wmt_with_eight_cpu_replicas_says_so_in_its_log_and_checkpoints(tm
     )
     last = artifacts.latest_checkpoint_in(str(tmp_path / "run" / "checkpoints"))
     assert checkpoint_run(last) == {
-        "step": 24, "preempted": 0, "replicas": 8, "accumulate_steps": 1,
+        "step": 24, "preempted": 0, "nonfinite_steps": 0, "replicas": 8, "accumulate_steps": 1,
         "batch_tokens_per_replica": 256, "global_batch_tokens": 2048,
     }  # fmt: skip
