@@ -82,10 +82,8 @@ def encode_target(tokenizer, texts, max_length: int) -> tf.RaggedTensor:
     return tokenizer.encode_source(texts, max_length)
 
 
-def score_tensors(model: Transformer, tokenizer, sources, targets, alpha=None) -> dict:
-    """Strings `(batch,)` and `(batch,)` -> `score_ids`'s dict; TF ops only (traceable with an
-    input signature, as the export's `score` signature is)."""
-    config = check_model(model).config
+def _string_pairs(sources, targets) -> tuple[tf.Tensor, tf.Tensor]:
+    """Both as string tensors, `sources` gated on the two batch sizes being equal."""
     sources = tf.convert_to_tensor(sources, tf.string)
     targets = tf.convert_to_tensor(targets, tf.string)
     same = tf.debugging.assert_equal(
@@ -93,6 +91,14 @@ def score_tensors(model: Transformer, tokenizer, sources, targets, alpha=None) -
     )
     with tf.control_dependencies([same]):
         sources = tf.identity(sources)
+    return sources, targets
+
+
+def score_tensors(model: Transformer, tokenizer, sources, targets, alpha=None) -> dict:
+    """Strings `(batch,)` and `(batch,)` -> `score_ids`'s dict; TF ops only (traceable with an
+    input signature, as the export's `score` signature is)."""
+    config = check_model(model).config
+    sources, targets = _string_pairs(sources, targets)
     source = tokenizer.encode_source(sources, config.max_length)
     target = encode_target(tokenizer, targets, config.max_length)
     return score_ids(
@@ -107,13 +113,7 @@ def score_document_tensors(model: Transformer, tokenizer, sources, targets, alph
     """Whole inputs: strings `(batch,)` and `(batch,)` -> `score_ids`'s dict, segment pairs
     summed (see the module docstring); TF ops only (the export's `score` signature)."""
     config = check_model(model).config
-    sources = tf.convert_to_tensor(sources, tf.string)
-    targets = tf.convert_to_tensor(targets, tf.string)
-    same = tf.debugging.assert_equal(
-        tf.size(sources), tf.size(targets), message="source and target batch sizes differ"
-    )
-    with tf.control_dependencies([same]):
-        sources = tf.identity(sources)
+    sources, targets = _string_pairs(sources, targets)
     source_segments, target_segments = segment(sources).segments, segment(targets).segments
     aligned = tf.equal(source_segments.row_lengths(), target_segments.row_lengths())  # (batch,)
     whole_rows = tf.where(~aligned)[:, 0]  # (unaligned,): scored as one pair each
