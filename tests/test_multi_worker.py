@@ -7,6 +7,7 @@ stops both after the same step.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -154,6 +155,13 @@ def test_a_stop_that_one_worker_decides_stops_every_worker_after_the_same_step(t
     assert "by the 0.25-minute limit" in result.stdout
 
 
+@contextlib.contextmanager
+def _two_workers(command, cluster, logs):
+    """Workers 0 and 1 of `cluster` running `command`, each logging to its file of `logs`."""
+    with open(logs[0], "w") as log0, open(logs[1], "w") as log1:
+        yield [_start_worker(command, cluster, i, log) for i, log in enumerate((log0, log1))]
+
+
 def _wait_for_step(log_path, step, processes, timeout=600):
     deadline = time.monotonic() + timeout
     while f" step {step}/" not in log_path.read_text():
@@ -174,11 +182,7 @@ def test_sigterm_to_one_worker_stops_both_at_one_step_and_the_rerun_ends_as_unin
     command = train_command(tmp_path / "pairs.tsv", tmp_path / "b", *flags)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     logs = [tmp_path / "w0.log", tmp_path / "w1.log"]
-    with open(logs[0], "w") as log0, open(logs[1], "w") as log1:
-        workers = [
-            _start_worker(command, cluster, 0, log0),
-            _start_worker(command, cluster, 1, log1),
-        ]
+    with _two_workers(command, cluster, logs) as workers:
         at = random.randint(6, steps - 6)
         _wait_for_step(logs[signalled], at, workers)
         workers[signalled].send_signal(signal.SIGTERM)
@@ -217,11 +221,7 @@ def test_a_lost_chief_stops_the_other_worker_with_a_message_that_names_it(tmp_pa
     command = train_command(tmp_path / "pairs.tsv", tmp_path / "mw", steps=60)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     logs = [tmp_path / "w0.log", tmp_path / "w1.log"]
-    with open(logs[0], "w") as log0, open(logs[1], "w") as log1:
-        workers = [
-            _start_worker(command, cluster, 0, log0),
-            _start_worker(command, cluster, 1, log1),
-        ]
+    with _two_workers(command, cluster, logs) as workers:
         _wait_for_step(logs[1], 12, workers)
         workers[0].send_signal(signal.SIGKILL)
         killed = time.monotonic()
