@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from keras_transformer import constants
-from keras_transformer.constants import NORM_POSITIONS, POSITIONAL_ENCODINGS, check_choice
+from keras_transformer.constants import DECAYS, NORM_POSITIONS, POSITIONAL_ENCODINGS, check_choice
 
 
 @dataclass(frozen=True)
@@ -362,6 +362,9 @@ class TrainingConfig:
         learning_rate_scale: constant factor on the paper's schedule.
         cooldown_steps: decay the rate linearly to zero over the last `cooldown_steps` of
             `train_steps` (0: the paper's schedule to the end).
+        decay: the learning rate's decay after warm-up (`training.schedule`): "rsqrt" (the
+            paper's inverse square root), "rsqrt_cooldown", "linear" or "cosine" (the last
+            three end at the run's last step).
         label_smoothing: eps_ls.
         dropout: overrides the preset's P_drop if set.
         num_layers, d_model, d_ff, num_heads, norm_position: override the preset's if set.
@@ -431,6 +434,7 @@ class TrainingConfig:
     warmup_steps: int = 400
     learning_rate_scale: float = 1.0
     cooldown_steps: int = 0
+    decay: str = "rsqrt"
     label_smoothing: float = 0.1
     dropout: float | None = None
     num_layers: int | None = None
@@ -527,6 +531,7 @@ class TrainingConfig:
                 f"eval_alpha must be a number or None. Received: eval_alpha={self.eval_alpha!r}"
             )
         self._check_train_minutes()
+        check_choice("decay", self.decay, DECAYS)
         if self.eval_decode not in EVAL_DECODES:
             raise ValueError(
                 f"eval_decode must be one of {EVAL_DECODES}. "

@@ -5,7 +5,7 @@ Plain Python (no TensorFlow or Keras import), so every module can use it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from keras_transformer.checks import check_choice  # noqa: F401  (re-exported)
 
 # Special ids of every vocabulary this project trains (SentencePiece, see data/tokenizer.py):
 # the model, the data pipeline and decoding all read them from here.
@@ -14,10 +14,6 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")  # paper, section 3.5 / Table 3 row (E)
 NORM_POSITIONS = ("post", "pre")  # LayerNorm(x + Sublayer(x)) (paper) or x + Sublayer(LN(x))
 INFERENCE_DTYPES = ("float32", "bfloat16")  # artifacts.load_trained(dtype=...), --dtype
-
-
-def check_choice(name: str, value, choices: Sequence):
-    """Return `value` if it is one of `choices`, else raise a ValueError naming it."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}. Received: {name}={value!r}")
-    return value
+# Learning-rate decays after warm-up (training.schedule): the paper's inverse square root, and
+# the shapes a run planned to a time budget may end with.
+DECAYS = ("rsqrt", "rsqrt_cooldown", "linear", "cosine")

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "keras_transformer"
 # Lower rank = lower layer. Siblings (same rank, different package) may not import each other.
 RANKS = {
+    "checks": 0,
     "constants": 0,
     "logging_utils": 0,
     "malloc": 0,

@@ -27,6 +27,7 @@ from typing import Any
 from keras_transformer import artifacts
 from keras_transformer.cli import common
 from keras_transformer.config import (
+    DECAYS,
     EVAL_DECODES,
     FREEZE_CHOICES,
     MIXED_PRECISION,
@@ -73,6 +74,9 @@ HELP = {
     "learning_rate_scale": "constant factor on the paper's learning-rate formula",
     "cooldown_steps": "decay the learning rate linearly to zero over the last N of --train-steps "
     "(paper: 0, its formula to the end)",
+    "decay": "learning-rate decay after warm-up: rsqrt (paper: inverse square root), "
+    "rsqrt_cooldown (rsqrt, then linear to zero over the last 20%% of the decay), linear (to "
+    "zero at the last step) or cosine (to zero at the last step)",
     "label_smoothing": "epsilon of label smoothing (paper: 0.1)",
     "dropout": "override the preset's dropout (paper: 0.1 base, 0.3 big En-De)",
     "num_layers": "override the preset's number of encoder and decoder layers (N)",
@@ -126,6 +130,7 @@ HELP = {
 }
 CHOICES = {
     "model": PRESETS,
+    "decay": DECAYS,
     "strategy": STRATEGIES,
     "mixed_precision": MIXED_PRECISION,
     "norm_position": NORM_POSITIONS,

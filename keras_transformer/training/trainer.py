@@ -103,6 +103,7 @@ def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingCo
         cfg.learning_rate_scale,
         cooldown_steps=cfg.cooldown_steps,
         total_steps=cfg.train_steps,
+        decay=cfg.decay,
     )
     pad = config.pad_id
     # Both Adams update with TensorFlow's fused kernel (FusedAdam). mixed_float16: compile wraps
