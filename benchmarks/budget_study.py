@@ -38,12 +38,21 @@ ROWS = {
 }
 
 
+def _finished(model_dir: str, steps: int) -> bool:
+    """Whether `model_dir` holds a finished training of `steps` steps (kept, not retrained)."""
+    summary = os.path.join(model_dir, "summary.json")
+    return os.path.exists(summary) and json.load(open(summary))["steps"] == steps
+
+
 def _train(name: str, flags: str, steps: int, runs_dir: str) -> tuple[str, float]:
     model_dir = os.path.join(runs_dir, name)
+    if _finished(model_dir, steps):
+        return model_dir, float("nan")
     shutil.rmtree(model_dir, ignore_errors=True)
     command = [
         sys.executable, "pipelines/train_wmt.py", "--model-dir", model_dir, "--export-dir",
         "none", "--eval-limit", "0", "--train-steps", str(steps), "--keep-checkpoints", "10",
+        "--train-minutes", "0",
         *shlex.split(flags),
     ]  # fmt: skip
     started = time.perf_counter()

@@ -8,6 +8,7 @@ MODEL_DIR/
   logs/                  TensorBoard event files
   summary.json           figures of the finished run
   training_config.json   the run's TrainingConfig (training.preflight)
+  plan.json              a run planned to a time budget: its plans (training.budget)
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import re
 
 import keras
 
+from keras_transformer.checks import check_choice
 from keras_transformer.config import SearchOptions, TransformerConfig, eval_alpha_for
-from keras_transformer.constants import INFERENCE_DTYPES, check_choice
+from keras_transformer.constants import INFERENCE_DTYPES
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.model import build_transformer
 
@@ -31,6 +33,7 @@ FINAL_WEIGHTS = "final.weights.h5"
 LOG_DIR = "logs"
 SUMMARY_FILE = "summary.json"
 RUN_CONFIG_FILE = "training_config.json"
+PLAN_FILE = "plan.json"
 _CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)\.weights\.h5$")
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from keras_transformer import constants
-from keras_transformer.constants import DECAYS, NORM_POSITIONS, POSITIONAL_ENCODINGS, check_choice
+from keras_transformer.checks import check_choice, check_number
+from keras_transformer.constants import DECAYS, NORM_POSITIONS, POSITIONAL_ENCODINGS
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,26 @@ def eval_alpha_for(model: str, eval_alpha: float | None = None) -> float:
 QUICK_TRAIN_MINUTES = 9.5
 
 
+# The quick preset's time budget for the whole run, from the process's start to the exported
+# model (tokenizer, training, evaluations, test BLEU, export): a run without `train_steps`
+# plans its steps to it (`training.budget`), so the README's first command takes at most ten
+# minutes plus the install on any CPU.
+QUICK_BUDGET_MINUTES = 10.0
+DEFAULT_TRAIN_STEPS = 2000  # a run with neither train_steps nor a budget
+# The decay of a run planned to a budget (`training.schedule`): chosen by the budget study
+# (benchmarks/results/budget_study.md).
+PLANNED_DECAY = "linear"
+MIN_STEP_SECONDS = 0.01  # a planned run's bound on steps before its plan: budget / this
+
+
+def budget_minutes_for(model: str, budget_minutes: float | None = None) -> float:
+    """The time budget (minutes, 0: none) of a run of preset `model` without `train_steps`:
+    `budget_minutes` if given, else `QUICK_BUDGET_MINUTES` for "quick" and none otherwise."""
+    if budget_minutes is not None:
+        return budget_minutes
+    return QUICK_BUDGET_MINUTES if model == "quick" else 0.0
+
+
 def train_minutes_for(model: str, train_minutes: float | None = None) -> float:
     """Wall-clock minutes a run of preset `model` may train (0: no limit): `train_minutes`
     if given, else `QUICK_TRAIN_MINUTES` for "quick" and no limit for every other preset."""
@@ -342,7 +363,9 @@ class TrainingConfig:
             corpus's).
         reverse: swap source and target of every split (German -> English from En-De).
         model_dir: where config, tokenizer, checkpoints, logs and final weights go.
-        train_steps: optimizer updates in all (a resumed run continues up to this).
+        train_steps: optimizer updates in all (a resumed run continues up to this). None:
+            planned to `time_budget_minutes` when there is a budget (`training.budget`),
+            else `DEFAULT_TRAIN_STEPS` (2000).
         train_minutes: stop training (`model.fit`, evaluations included) before a step that
             would end past this many minutes of wall clock, even before `train_steps`; the
             run then finishes as usual (checkpoint, averaging, test BLEU, export). It counts
@@ -351,6 +374,12 @@ class TrainingConfig:
             limit for the others; 0: no limit. Under the multi_worker strategy each worker
             counts its own time and the first to reach the limit stops all of them after the
             same update.
+        time_budget_minutes: the whole run's budget (from the process's start to the
+            export) that a run without `train_steps` plans its steps to: after warm-up it
+            measures the step time, records the plan in `MODEL_DIR/plan.json` and decays the
+            learning rate to zero at the planned last step (`decay`); a resumed run follows
+            the recorded plan. None: `budget_minutes_for(model)`, `QUICK_BUDGET_MINUTES` (10)
+            for the quick preset, none for the others; 0: none. Ignored with `train_steps`.
         vocab_size: pieces of the shared SentencePiece BPE vocabulary.
         batch_tokens: padded source (and target) tokens per replica batch.
         accumulate_steps: micro-batches whose gradients are averaged into one optimizer update
@@ -364,7 +393,8 @@ class TrainingConfig:
             `train_steps` (0: the paper's schedule to the end).
         decay: the learning rate's decay after warm-up (`training.schedule`): "rsqrt" (the
             paper's inverse square root), "rsqrt_cooldown", "linear" or "cosine" (the last
-            three end at the run's last step).
+            three end at the run's last step). None: `PLANNED_DECAY` for a run planned to a
+            budget, the paper's "rsqrt" otherwise.
         label_smoothing: eps_ls.
         dropout: overrides the preset's P_drop if set.
         num_layers, d_model, d_ff, num_heads, norm_position: override the preset's if set.
@@ -425,8 +455,9 @@ class TrainingConfig:
     test_dataset: str | None = None
     reverse: bool = False
     model_dir: str = "runs/sample_en_de"
-    train_steps: int = 2000
+    train_steps: int | None = None
     train_minutes: float | None = None
+    time_budget_minutes: float | None = None
     vocab_size: int = 4000
     batch_tokens: int = 1536
     accumulate_steps: int = 1
@@ -434,7 +465,7 @@ class TrainingConfig:
     warmup_steps: int = 400
     learning_rate_scale: float = 1.0
     cooldown_steps: int = 0
-    decay: str = "rsqrt"
+    decay: str | None = None
     label_smoothing: float = 0.1
     dropout: float | None = None
     num_layers: int | None = None
@@ -470,8 +501,9 @@ class TrainingConfig:
     freeze: str | None = None
 
     def __post_init__(self) -> None:
+        if self.train_steps is not None:
+            _check_positive_int("train_steps", self.train_steps)
         for name in (
-            "train_steps",
             "vocab_size",
             "batch_tokens",
             "accumulate_steps",
@@ -513,7 +545,7 @@ class TrainingConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0. Received: {name}={value!r}")
-        if self.cooldown_steps > self.train_steps:
+        if self.cooldown_steps > (self.train_steps or DEFAULT_TRAIN_STEPS):
             raise ValueError(
                 "cooldown_steps cannot exceed train_steps. Received: "
                 f"cooldown_steps={self.cooldown_steps}, train_steps={self.train_steps}"
@@ -531,7 +563,16 @@ class TrainingConfig:
                 f"eval_alpha must be a number or None. Received: eval_alpha={self.eval_alpha!r}"
             )
         self._check_train_minutes()
-        check_choice("decay", self.decay, DECAYS)
+        if self.decay is not None:
+            check_choice("decay", self.decay, DECAYS)
+        if self.time_budget_minutes is not None:
+            check_number("time_budget_minutes", self.time_budget_minutes, minimum=0)
+        if self.planned() and self.strategy == "multi_worker":
+            raise ValueError(
+                "A run planned to a time budget needs one process: give --train-steps under "
+                "multi_worker. Received: strategy='multi_worker', train_steps=None, "
+                f"time_budget_minutes={self.time_budget_minutes!r}"
+            )
         if self.eval_decode not in EVAL_DECODES:
             raise ValueError(
                 f"eval_decode must be one of {EVAL_DECODES}. "
@@ -570,6 +611,34 @@ class TrainingConfig:
             raise ValueError(
                 f"train_minutes must be a number >= 0 or None. Received: train_minutes={value!r}"
             )
+
+    def budget_seconds(self) -> float | None:
+        """The budget the run plans its steps to (seconds), or None: a run with
+        `train_steps`, without a budget, or under multi_worker without an explicit one."""
+        if self.train_steps is not None:
+            return None
+        if self.strategy == "multi_worker" and self.time_budget_minutes is None:
+            return None  # one process measures and plans: the workers could not agree
+        minutes = budget_minutes_for(self.model, self.time_budget_minutes)
+        return minutes * 60.0 if minutes > 0 else None
+
+    def planned(self) -> bool:
+        """Whether the run plans its steps to a time budget."""
+        return self.budget_seconds() is not None
+
+    def step_limit(self) -> int:
+        """The most updates the run may make: `train_steps`, a planned run's bound before
+        its plan (budget / `MIN_STEP_SECONDS`), else `DEFAULT_TRAIN_STEPS`."""
+        if self.train_steps is not None:
+            return self.train_steps
+        budget = self.budget_seconds()
+        return int(budget / MIN_STEP_SECONDS) if budget else DEFAULT_TRAIN_STEPS
+
+    def resolved_decay(self) -> str:
+        """`decay`, or its default: `PLANNED_DECAY` when planned, the paper's "rsqrt"."""
+        if self.decay is not None:
+            return self.decay
+        return PLANNED_DECAY if self.planned() else "rsqrt"
 
     def time_limit_seconds(self) -> float | None:
         """The run's limit on training time in seconds (`train_minutes`, resolved by

@@ -5,8 +5,6 @@ Plain Python (no TensorFlow or Keras import), so every module can use it.
 
 from __future__ import annotations
 
-from keras_transformer.checks import check_choice  # noqa: F401  (re-exported)
-
 # Special ids of every vocabulary this project trains (SentencePiece, see data/tokenizer.py):
 # the model, the data pipeline and decoding all read them from here.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3

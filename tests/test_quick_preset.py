@@ -110,7 +110,7 @@ def test_train_command_exports_with_the_evaluated_search(monkeypatch):
     monkeypatch.setattr(train, "_finish_summary", lambda cfg, summary, weights: {})
     monkeypatch.setattr(
         "keras_transformer.training.trainer.train",
-        lambda cfg, callbacks: {
+        lambda cfg, callbacks, reserve=None: {
             "chief": True,
             "steps": 1,
             "train_seconds": 1.0,

@@ -57,12 +57,18 @@ HELP = {
     "reverse": "swap source and target of every split: translate target -> source language "
     "(e.g. German -> English with sample_en_de); dev and test BLEU use the swapped references",
     "model_dir": "output directory; an existing run there is resumed",
-    "train_steps": "total optimizer updates",
+    "train_steps": "total optimizer updates (default: planned to --time-budget-minutes when "
+    "there is a budget, else 2000)",
     "train_minutes": "stop training before a step that would end past N minutes of wall clock "
     "(evaluations included), even before --train-steps; then checkpoint, average, evaluate "
     "and export as usual. Default: 9.5 for --config quick (the default command trains in at "
     "most ten minutes on any CPU), no limit for the others; 0: no limit. With several "
     "workers the first to reach it stops all of them after the same step",
+    "time_budget_minutes": "the whole run's budget in minutes, from start to export, that a "
+    "run without --train-steps plans its steps to: it measures the step time after the first "
+    "steps, records the plan in MODEL_DIR/plan.json and decays the learning rate to zero at the "
+    "planned last step (a rerun follows the recorded plan). Default: 10 for --config quick, "
+    "none for the others; 0: none",
     "vocab_size": "shared SentencePiece BPE vocabulary size (paper: 37000 En-De, 32000 En-Fr)",
     "batch_tokens": "padded source/target tokens per replica batch; global = this x replicas "
     "(paper: 25000 global)",
@@ -76,7 +82,8 @@ HELP = {
     "(paper: 0, its formula to the end)",
     "decay": "learning-rate decay after warm-up: rsqrt (paper: inverse square root), "
     "rsqrt_cooldown (rsqrt, then linear to zero over the last 20%% of the decay), linear (to "
-    "zero at the last step) or cosine (to zero at the last step)",
+    "zero at the last step) or cosine (to zero at the last step). Default: linear for a run "
+    "planned to a time budget, rsqrt otherwise",
     "label_smoothing": "epsilon of label smoothing (paper: 0.1)",
     "dropout": "override the preset's dropout (paper: 0.1 base, 0.3 big En-De)",
     "num_layers": "override the preset's number of encoder and decoder layers (N)",
@@ -139,6 +146,9 @@ CHOICES = {
 }
 # Fields whose default is None: the type of a value given on the command line (else int).
 OPTIONAL_TYPES = {
+    "train_steps": int,
+    "time_budget_minutes": float,
+    "decay": str,
     "dropout": float,
     "eval_alpha": float,
     "train_minutes": float,
@@ -257,6 +267,24 @@ def dev_bleu_callbacks(cfg: TrainingConfig):
     return make
 
 
+def end_of_run_reserve(cfg: TrainingConfig, export: bool):
+    """`reserve(seconds_per_step, first_step_seconds)` of a planned run: the seconds its test
+    evaluation and export will take (`training.budget.end_of_run_seconds`)."""
+    from keras_transformer.data import corpus
+    from keras_transformer.training.budget import end_of_run_seconds
+
+    if not cfg.planned():
+        return None
+    sentences = 0
+    if cfg.eval_limit != 0:
+        sentences = sum(1 for _ in corpus.read_split(cfg, "test", limit=cfg.eval_limit))
+
+    def reserve(seconds_per_step: float, first_step_seconds: float) -> float:
+        return end_of_run_seconds(seconds_per_step, first_step_seconds, sentences, export)
+
+    return reserve
+
+
 def evaluate_test_split(cfg: TrainingConfig, weights: str) -> dict[str, Any]:
     """BLEU/chrF of `weights` on the test split (beam search with the run's
     `eval_beam_size`/`eval_alpha`); hypotheses go to `MODEL_DIR/test.hyp.txt`."""
@@ -294,8 +322,10 @@ def train(args: argparse.Namespace) -> int:
     from keras_transformer.training.trainer import train as train_model
 
     cfg = training_config(args)
+    export_dir = args.export_dir or os.path.join(cfg.model_dir, "export")
+    reserve = end_of_run_reserve(cfg, export=export_dir.lower() != "none")
     try:
-        summary = train_model(cfg, dev_bleu_callbacks(cfg))
+        summary = train_model(cfg, dev_bleu_callbacks(cfg), reserve)
     except PreemptedError as error:
         print(flush=True)  # end the progress bar's line
         print(f"stopped: {error}", file=sys.stderr)
@@ -311,7 +341,6 @@ def train(args: argparse.Namespace) -> int:
         return 0
     weights = final_weights(cfg)
     test = _finish_summary(cfg, summary, weights)
-    export_dir = args.export_dir or os.path.join(cfg.model_dir, "export")
     exported = None
     if export_dir.lower() != "none":
         from keras_transformer.serving.export import export_savedmodel
@@ -321,7 +350,7 @@ def train(args: argparse.Namespace) -> int:
         )
     if summary.get("stopped_by_time_limit"):
         print(
-            f"stopped at step {summary['steps']} of {cfg.train_steps} by the "
+            f"stopped at step {summary['steps']} of {cfg.step_limit()} by the "
             f"{summary['time_limit_seconds'] / 60:g}-minute limit (--train-minutes)"
         )
     print(

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import keras
 
-from keras_transformer.constants import NORM_POSITIONS, POSITIONAL_ENCODINGS, check_choice
+from keras_transformer.checks import check_choice
+from keras_transformer.constants import NORM_POSITIONS, POSITIONAL_ENCODINGS
 from keras_transformer.layers.learned_positional_encoding import LearnedPositionalEncoding
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.positional_encoding import PositionalEncoding

@@ -113,6 +113,13 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         for variable, value in zip(self._plan, (anchor, at_anchor, float(total_steps))):
             variable.assign(value)
 
+    def plan_anchor(self) -> tuple[float, float]:
+        """`(anchor step, progress there)` of the current plan (`(warmup_steps, 0)` for the
+        paper's rsqrt, which has none)."""
+        if self._plan is None:
+            return float(self.warmup_steps), 0.0
+        return tuple(float(ops.convert_to_numpy(v)) for v in self._plan[:2])
+
     def restore_plan(self, anchor_step: float, anchor_progress: float, total_steps: int) -> None:
         """Set the plan's variables as recorded (`training.budget.Plan.anchor_for`)."""
         self.total_steps = int(total_steps)

@@ -35,6 +35,12 @@ from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepie
 from keras_transformer.model import build_transformer
 from keras_transformer.training import callbacks as cb
 from keras_transformer.training import checkpoints, preflight, warm_start
+from keras_transformer.training.budget import (
+    BudgetPlanner,
+    Plan,
+    end_of_run_seconds,
+    process_start_time,
+)
 from keras_transformer.training.distribute import (  # noqa: F401  (re-exported)
     configure_devices,
     create_strategy,
@@ -94,16 +100,18 @@ def _train_vocabulary(cfg: TrainingConfig, path: str) -> None:
     os.replace(partial, path)
 
 
-def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingConfig) -> None:
+def compile_model(
+    model: keras.Model, config: TransformerConfig, cfg: TrainingConfig
+) -> TransformerSchedule:
     """Compile with the paper's Adam, schedule and loss (and the token metrics), and build the
-    optimizer's variables for the model's trainable weights."""
+    optimizer's variables for the model's trainable weights. Returns the schedule."""
     schedule = TransformerSchedule(
         config.d_model,
         cfg.warmup_steps,
         cfg.learning_rate_scale,
         cooldown_steps=cfg.cooldown_steps,
-        total_steps=cfg.train_steps,
-        decay=cfg.decay,
+        total_steps=cfg.step_limit(),
+        decay=cfg.resolved_decay(),
     )
     pad = config.pad_id
     # Both Adams update with TensorFlow's fused kernel (FusedAdam). mixed_float16: compile wraps
@@ -127,6 +135,7 @@ def compile_model(model: keras.Model, config: TransformerConfig, cfg: TrainingCo
     # preset: first trace 22.7 s -> 8.4 s; benchmarks/README, "Start-up and the accuracy
     # metric").
     model.optimizer.build(model.trainable_variables)
+    return schedule
 
 
 def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
@@ -157,19 +166,25 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
     return train, dev
 
 
-def _callbacks(cfg: TrainingConfig, chief: bool, replicas: int) -> list[keras.callbacks.Callback]:
+def _callbacks(
+    cfg: TrainingConfig, chief: bool, replicas: int, model: keras.Model, reserve
+) -> list[keras.callbacks.Callback]:
     log_dir = artifacts.path(cfg.model_dir, artifacts.LOG_DIR)
     checkpoint_dir = artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR)
+    monitor = cb.TrainingMonitor(
+        os.path.join(log_dir, "steps") if chief else None,
+        cfg.log_every_steps,
+        total_steps=cfg.step_limit(),
+    )
+    stop = cb.StopAtStep(cfg.step_limit())
     return [
         # First: no other callback may act on a non-finite step before the guard.
         cb.NonFiniteGuard(
             cfg.skip_nonfinite_batches, lambda: artifacts.latest_checkpoint_in(checkpoint_dir)
         ),
-        cb.TrainingMonitor(
-            os.path.join(log_dir, "steps") if chief else None,
-            cfg.log_every_steps,
-            total_steps=cfg.train_steps,
-        ),
+        # Next: its clock reads each update's end before evaluations and checkpoints.
+        *([_planner(cfg, model, stop, monitor, reserve)] if cfg.planned() else []),
+        monitor,
         cb.PeriodicCheckpoint(
             checkpoint_dir,
             every_steps=cfg.checkpoint_every_steps,
@@ -178,10 +193,28 @@ def _callbacks(cfg: TrainingConfig, chief: bool, replicas: int) -> list[keras.ca
             is_chief=chief,
             run=_run_description(cfg, replicas),
         ),
-        cb.StopAtStep(cfg.train_steps),
+        stop,
         *([cb.StopAtTimeLimit(limit)] if (limit := cfg.time_limit_seconds()) else []),
         *([keras.callbacks.TensorBoard(log_dir, update_freq="epoch")] if chief else []),
     ]
+
+
+def _planner(cfg, model, stop, monitor, reserve) -> BudgetPlanner:
+    """The `BudgetPlanner` of a run without train_steps: its budget counts from the process's
+    start; `reserve` (seconds per step, first step's seconds) -> the seconds the work after
+    training will take (default: `budget.end_of_run_seconds` with no test evaluation)."""
+
+    def set_total(total: int) -> None:
+        stop.train_steps = monitor.total_steps = total
+
+    return BudgetPlanner(
+        cfg.budget_seconds(),
+        process_start_time(),
+        model.schedule,
+        set_total,
+        artifacts.path(cfg.model_dir, artifacts.PLAN_FILE),
+        reserve or (lambda per_step, first: end_of_run_seconds(per_step, first)),
+    )
 
 
 def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int]:
@@ -197,14 +230,14 @@ def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int]:
 
 def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
     """Build and compile under the strategy; resume from the latest checkpoint if any, else
-    start from `init_from`'s weights if set."""
+    start from `init_from`'s weights if set. The learning-rate schedule is `model.schedule`."""
     with strategy.scope():
         model = build_transformer(config)
         latest = artifacts.latest_checkpoint(cfg.model_dir)
         if latest is None and cfg.init_from is not None:
             warm_start.load_parent_weights(model, cfg.init_from)  # before compile: no optimizer
         warm_start.freeze(model, cfg.freeze)
-        compile_model(model, config, cfg)
+        model.schedule = compile_model(model, config, cfg)
         if latest is not None:
             checkpoints.restore_checkpoint(model, latest)
             logger.info("Resumed from %s", latest)
@@ -249,6 +282,7 @@ def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
 def train(
     cfg: TrainingConfig,
     chief_callbacks: Callable[[SubwordTokenizer], list[keras.callbacks.Callback]] | None = None,
+    reserve: Callable[[float, float], float] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the run's summary (also saved as
     `summary.json` in the model directory by the chief).
@@ -256,7 +290,9 @@ def train(
     Training does not decode: test-set BLEU and dev BLEU while training are the caller's
     (`keras_transformer.cli.train`), the latter through `chief_callbacks(tokenizer)`, whose
     callbacks run after the built-in ones, in the chief's process only (under
-    MultiWorkerMirroredStrategy a stop they decide stops every worker after the same update)."""
+    MultiWorkerMirroredStrategy a stop they decide stops every worker after the same update).
+    A run planned to a time budget keeps `reserve(seconds_per_step, first_step_seconds)`
+    seconds for the caller's work after training (`training.budget`)."""
     cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
     strategy, chief = _start(cfg)
     if chief:
@@ -280,8 +316,8 @@ def train(
     train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=skip)
     started = time.perf_counter()
     history, monitor, callbacks = None, None, []
-    if start_step < cfg.train_steps:
-        callbacks = _callbacks(cfg, chief, replicas)
+    if start_step < _target_steps(cfg):
+        callbacks = _callbacks(cfg, chief, replicas, model, reserve)
         if chief and chief_callbacks is not None:
             callbacks += chief_callbacks(tokenizer)
         multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
@@ -291,7 +327,7 @@ def train(
         grace, peers = cfg.preemption_grace_seconds, strategy if multi_worker else None
         # Last: it raises, after every other callback saw the update.
         callbacks.append(StopOnSignal(checkpoint, grace, peers))
-        monitor = callbacks[1]
+        monitor = next(c for c in callbacks if isinstance(c, cb.TrainingMonitor))
         history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief)
     train_seconds = time.perf_counter() - started
     averaged = finish(model, cfg, chief)
@@ -308,7 +344,8 @@ def train(
         "nonfinite_steps_skipped": _nonfinite_steps(model),
         "train_seconds": round(train_seconds, 1),
         "time_limit_seconds": cfg.time_limit_seconds(),
-        "stopped_by_time_limit": _stopped_by_time_limit(callbacks, model, cfg.train_steps),
+        "stopped_by_time_limit": _stopped_by_time_limit(callbacks, model, _target_steps(cfg)),
+        "plan": _plan_summary(cfg, callbacks),
         # Over the time inside steps: the last steps' moving average (the progress line's
         # figure) swings by +-15% on a shared CPU and would make the run's figure a sample.
         "tokens_per_sec": round(monitor.mean_tokens_per_sec, 1) if monitor else None,
@@ -320,6 +357,26 @@ def train(
         with open(artifacts.path(cfg.model_dir, artifacts.SUMMARY_FILE), "w") as f:
             json.dump(summary, f, indent=2)
     return summary
+
+
+def _target_steps(cfg: TrainingConfig) -> int:
+    """The run's last step: the recorded plan's, else `step_limit()`."""
+    plan = Plan.load(artifacts.path(cfg.model_dir, artifacts.PLAN_FILE)) if cfg.planned() else None
+    return plan.total_steps if plan is not None else cfg.step_limit()
+
+
+def _plan_summary(cfg: TrainingConfig, callbacks) -> dict | None:
+    """What summary.json records of a planned run: its budget, plans and how it stopped."""
+    if not cfg.planned():
+        return None
+    plan = Plan.load(artifacts.path(cfg.model_dir, artifacts.PLAN_FILE))
+    planner = next((c for c in callbacks if isinstance(c, BudgetPlanner)), None)
+    return {
+        "budget_seconds": cfg.budget_seconds(),
+        "total_steps": plan.total_steps if plan else None,
+        "plans": len(plan.segments) if plan else 0,
+        "stopped_by_budget_at_step": planner.stopped_by_budget_at_step if planner else None,
+    }
 
 
 def _stopped_by_time_limit(callbacks, model, train_steps: int) -> bool:
@@ -345,7 +402,7 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chie
         return model.fit(
             train_data,
             validation_data=dev_data,
-            epochs=math.ceil(cfg.train_steps / cfg.steps_per_epoch),
+            epochs=math.ceil(cfg.step_limit() / cfg.steps_per_epoch),
             initial_epoch=start_step // cfg.steps_per_epoch,
             steps_per_epoch=cfg.steps_per_epoch * cfg.accumulate_steps,  # Keras counts batches
             callbacks=callbacks,
