@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding import beam_search, length_penalty, sample
+from keras_transformer import SearchOptions
+from keras_transformer.decoding import BeamSearch, LoopOptions, Sampling, decode, length_penalty
 from keras_transformer.decoding.beam_search import top_k_rows
 
 BOS = 0
@@ -88,11 +89,11 @@ def run_search(table, batch, beam, alpha, eos, limits, n_best, mode, stop_early=
     padded = mode in ("padded", "xla")
 
     def search():
-        return beam_search(
-            table.fn(padded), tf.fill([batch], BOS), table.initial_cache(batch, padded),
-            vocab_size=table.vocab, beam_size=beam, alpha=alpha,
-            max_decode_length=table.max_len, eos_id=eos, padded_decode=padded,
-            max_lengths=tf.constant(limits), n_best=n_best, stop_early=stop_early, pad_id=PAD,
+        options = SearchOptions(beam_size=beam, alpha=alpha, n_best=n_best, stop_early=stop_early)
+        return decode(
+            BeamSearch(table.vocab, options), table.fn(padded), tf.fill([batch], BOS),
+            table.initial_cache(batch, padded), table.max_len,
+            LoopOptions(eos, PAD, padded=padded), max_lengths=tf.constant(limits),
         )  # fmt: skip
 
     if mode == "eager":
@@ -146,11 +147,12 @@ def test_small_beam_finds_what_greedy_misses():
     def fn(ids, step, cache):
         return tf.gather(table, ids[:, -1]), cache
 
-    ids, scores = beam_search(fn, tf.constant([BOS]), {}, 4, 2, 0.6, 5, eos_id=3)
+    beam = BeamSearch(4, SearchOptions(beam_size=2, alpha=0.6))
+    ids, scores = decode(beam, fn, tf.constant([BOS]), {}, 5, LoopOptions(eos_id=3))
     assert ids.numpy().tolist() == [[[BOS, 2, 3]]]
     log_p = np.log(probs[BOS, 2]) + np.log(probs[2, 3])
     np.testing.assert_allclose(scores.numpy(), [[log_p / ((5 + 2) / 6) ** 0.6]], rtol=1e-5)
-    greedy, _ = sample(fn, tf.constant([BOS]), {}, 5, eos_id=3)
+    greedy, _ = decode(Sampling(), fn, tf.constant([BOS]), {}, 5, LoopOptions(eos_id=3))
     assert greedy.numpy()[0, :2].tolist() == [BOS, 1]
 
 
@@ -161,13 +163,13 @@ def test_beam_size_one_equals_greedy_without_length_penalty(seed):
     limits = [max_len] * batch
     ids, scores = run_search(table, batch, 1, 0.0, vocab - 1, limits, 1, "graph")
     greedy_ids, greedy_log_probs = tf.function(
-        lambda: sample(
+        lambda: decode(
+            Sampling(),
             table.fn(False),
             tf.fill([batch], BOS),
             table.initial_cache(batch, False),
             max_len,
-            eos_id=vocab - 1,
-            pad_id=PAD,
+            LoopOptions(eos_id=vocab - 1, pad_id=PAD),
         )  # fmt: skip
     )()
     for item in range(batch):
@@ -210,8 +212,8 @@ def test_early_stopping_waits_for_a_longer_hypothesis_the_penalty_favours(stop_e
     def fn(ids, step, cache):
         return tf.tile(log_probs[step][None], [tf.shape(ids)[0], 1]), cache
 
-    ids, scores = beam_search(fn, tf.constant([BOS]), {}, 3, 1, 2.0, 12, eos_id=2,
-                              stop_early=stop_early, pad_id=PAD)  # fmt: skip
+    beam = BeamSearch(3, SearchOptions(beam_size=1, alpha=2.0, stop_early=stop_early))
+    ids, scores = decode(beam, fn, tf.constant([BOS]), {}, 12, LoopOptions(eos_id=2, pad_id=PAD))
     assert strip(ids.numpy()[0, 0], 2) == [0] * 8 + [2]
     assert scores.numpy()[0, 0] > np.log(0.6)
 
@@ -233,11 +235,14 @@ def test_scores_are_sorted_and_lengths_penalized():
 
 
 def test_rejects_bad_arguments():
-    fn = Table(0, 1, 4, 3).fn(False)
     with pytest.raises(ValueError, match="beam_size"):
-        beam_search(fn, tf.constant([0]), {}, 4, 0, 0.6, 3, 3)
+        BeamSearch(4, SearchOptions(beam_size=0))
     with pytest.raises(ValueError, match="n_best"):
-        beam_search(fn, tf.constant([0]), {}, 4, 2, 0.6, 3, 3, n_best=3)
+        BeamSearch(4, SearchOptions(beam_size=2, n_best=3))
+    with pytest.raises(ValueError, match="vocab_size=1"):
+        BeamSearch(1)
+    with pytest.raises(ValueError, match="shrink_threshold=1.5"):
+        LoopOptions(shrink_threshold=1.5)
 
 
 def _numpy_top_k(values, k):
@@ -277,8 +282,8 @@ def test_beam_search_over_a_wide_vocabulary_matches_a_full_top_k(monkeypatch):
         return tf.gather(table, ids[:, -1]) * 3.0, cache  # logits from the last token
 
     def search():
-        return beam_search(fn, tf.constant([5, 6, 7]), {}, vocab, 4, 0.6, steps, eos_id=1,
-                           n_best=2)  # fmt: skip
+        beam = BeamSearch(vocab, SearchOptions(beam_size=4, alpha=0.6, n_best=2))
+        return decode(beam, fn, tf.constant([5, 6, 7]), {}, steps, LoopOptions(eos_id=1))
 
     ids, scores = search()
     monkeypatch.setattr(module, "TOP_K_BLOCK", vocab)

@@ -18,10 +18,13 @@ from keras_transformer import (
     build_transformer,
 )
 from keras_transformer.decoding import (
+    LoopOptions,
+    Sampling,
+    SamplingOptions,
     Translator,
+    decode,
     incremental_decoder,
     length_penalty,
-    sample,
     top_k_filter,
     top_p_filter,
     translate_ids,
@@ -184,7 +187,7 @@ def test_greedy_is_the_argmax_chain_and_beam_one(model, config):
     source = _sources(np.random.default_rng(5), [6, 3], config.vocab_size)
     memory, mask = model.encode(tf.constant(source))
     fn, cache = incremental_decoder(model, memory, mask)
-    greedy, log_probs = sample(fn, tf.fill([2], BOS), cache, 10, EOS)
+    greedy, log_probs = decode(Sampling(), fn, tf.fill([2], BOS), cache, 10, LoopOptions(EOS))
     for item in range(2):  # reference: re-run the full model on the growing prefix
         prefix = [BOS]
         while len(prefix) <= 10 and (len(prefix) == 1 or prefix[-1] != EOS):
@@ -210,17 +213,19 @@ def _fixed_logits_fn(logits):
 def test_top_k_sampling_stays_in_the_top_k():
     logits = np.array([0.3, 2.0, -1.0, 1.5, 0.9, 1.2, -0.5, 0.0], np.float32)
     fn = _fixed_logits_fn(logits)
-    ids, _ = sample(fn, tf.fill([400], 0), {}, 6, eos_id=99, method="top_k", top_k=3, seed=(1, 2))
+    top_k = SamplingOptions("top_k", top_k=3, seed=(1, 2))
+    ids, _ = decode(Sampling(top_k), fn, tf.fill([400], 0), {}, 6, LoopOptions(eos_id=99))
     emitted = set(ids.numpy()[:, 1:].ravel().tolist())
     assert emitted == {1, 3, 5}  # the three largest logits, each drawn
-    again, _ = sample(fn, tf.fill([400], 0), {}, 6, 99, method="top_k", top_k=3, seed=(1, 2))
+    again, _ = decode(Sampling(top_k), fn, tf.fill([400], 0), {}, 6, LoopOptions(eos_id=99))
     np.testing.assert_array_equal(ids.numpy(), again.numpy())  # stateless: reproducible
 
 
 def test_top_p_sampling_stays_in_the_nucleus():
     probs = np.array([0.05, 0.4, 0.02, 0.3, 0.15, 0.08], np.float64)
     fn = _fixed_logits_fn(np.log(probs))
-    ids, _ = sample(fn, tf.fill([500], 0), {}, 4, eos_id=99, method="top_p", top_p=0.8)
+    top_p = Sampling(SamplingOptions("top_p", top_p=0.8))
+    ids, _ = decode(top_p, fn, tf.fill([500], 0), {}, 4, LoopOptions(eos_id=99))
     # sorted: 0.4, 0.3, 0.15 (mass 0.85 >= 0.8): the nucleus is {1, 3, 4}
     assert set(ids.numpy()[:, 1:].ravel().tolist()) == {1, 3, 4}
 

@@ -10,12 +10,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import TransformerConfig, build_transformer
+from keras_transformer import SearchOptions, TransformerConfig, build_transformer
 from keras_transformer.decoding import (
-    beam_search,
+    BeamSearch,
+    LoopOptions,
+    Sampling,
+    SamplingOptions,
+    decode,
     incremental_decoder,
     incremental_decoder_with_shared,
-    sample,
 )
 
 BOS, PAD = 0, -1
@@ -59,12 +62,13 @@ class MixedLengths:
         return {"total": tf.zeros([self.batch], tf.int32)}
 
 
-def _beam(toy, shrink, mode="graph", threshold=0.25, beam=3, **kwargs):
+def _beam(toy, shrink, mode="graph", threshold=0.25, beam=3, padded=False, **kwargs):
     def run():
-        return beam_search(
-            toy.fn, tf.fill([toy.batch], BOS), toy.initial_cache(), VOCAB, beam,
-            0.6, MAX_LEN, EOS, max_lengths=tf.constant(LIMITS), pad_id=PAD,
-            shared=toy.shared(), shrink=shrink, shrink_threshold=threshold, **kwargs,
+        loop = LoopOptions(EOS, PAD, padded=padded, shrink=shrink, shrink_threshold=threshold)
+        return decode(
+            BeamSearch(VOCAB, SearchOptions(beam_size=beam, alpha=0.6, **kwargs)), toy.fn,
+            tf.fill([toy.batch], BOS), toy.initial_cache(), MAX_LEN, loop,
+            max_lengths=tf.constant(LIMITS), shared=toy.shared(),
         )  # fmt: skip
 
     ids, scores = run() if mode == "eager" else tf.function(run)()
@@ -81,7 +85,7 @@ def test_beam_search_shrinking_changes_nothing(n_best, stop_early, threshold):
     ids, scores = _beam(toy, shrink=True, threshold=threshold, **kwargs)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_array_equal(scores, want_scores)
-    pad_ids, pad_scores = _beam(toy, shrink=None, padded_decode=True, **kwargs)  # no shrink
+    pad_ids, pad_scores = _beam(toy, shrink=None, padded=True, **kwargs)  # no shrink
     np.testing.assert_array_equal(pad_ids[:, :, : ids.shape[2]], ids)
     np.testing.assert_allclose(pad_scores, scores, rtol=1e-6)
     lengths = (ids[:, 0, 1:] != PAD).sum(-1)  # (batch,)
@@ -110,8 +114,9 @@ def test_default_shrinks_only_with_shared_state():
         tiled = tf.nest.map_structure(lambda t: tf.repeat(t, 2, axis=0), shared)  # by beam
         return toy.fn(ids, step, cache, tiled)
 
-    ids, scores = beam_search(closure_fn, tf.fill([toy.batch], BOS), toy.initial_cache(), VOCAB,
-                              2, 0.6, MAX_LEN, EOS, max_lengths=LIMITS, pad_id=PAD)  # fmt: skip
+    beam = BeamSearch(VOCAB, SearchOptions(beam_size=2, alpha=0.6))
+    ids, scores = decode(beam, closure_fn, tf.fill([toy.batch], BOS), toy.initial_cache(),
+                         MAX_LEN, LoopOptions(EOS, PAD), max_lengths=LIMITS)  # fmt: skip
     assert set(toy.rows_seen) == {len(LIMITS) * 2}
     toy.rows_seen.clear()
     shrunk = _beam(toy, shrink=None, mode="eager", threshold=0.0, beam=2)  # shared given
@@ -134,15 +139,16 @@ def test_sampling_shrinking_changes_nothing(knobs, mode):
     toy = MixedLengths(seed=1)
 
     def run(shrink):
-        def decode():
-            return sample(
-                toy.fn, tf.fill([toy.batch], BOS), toy.initial_cache(), MAX_LEN, EOS,
-                seed=(3, 4), max_lengths=tf.constant(LIMITS), pad_id=PAD,
-                shared=toy.shared(), shrink=shrink, shrink_threshold=0.0, **knobs,
+        def run_sampling():
+            return decode(
+                Sampling(SamplingOptions(seed=(3, 4), **knobs)), toy.fn,
+                tf.fill([toy.batch], BOS), toy.initial_cache(), MAX_LEN,
+                LoopOptions(EOS, PAD, shrink=shrink, shrink_threshold=0.0),
+                max_lengths=tf.constant(LIMITS), shared=toy.shared(),
             )  # fmt: skip
 
         toy.rows_seen.clear()
-        ids, log_probs = decode() if mode == "eager" else tf.function(decode)()
+        ids, log_probs = run_sampling() if mode == "eager" else tf.function(run_sampling)()
         return ids.numpy(), log_probs.numpy()
 
     want_ids, want_log_probs = run(shrink=False)
@@ -186,14 +192,15 @@ def test_model_search_matches_the_closure_decoder(model):
     def search(shrink):
         memory, mask = model.encode(source)
         limits = tf.minimum(tf.reduce_sum(tf.cast(source != 0, tf.int32), 1) + 8, 30)
-        args = (config.vocab_size, beam, 0.6, 30, config.eos_id)
-        kwargs = dict(max_lengths=limits, n_best=n_best, pad_id=config.pad_id)
+        options = SearchOptions(beam_size=beam, alpha=0.6, n_best=n_best)
+        strategy = BeamSearch(config.vocab_size, options)
+        bos = tf.fill([len(LENGTHS)], config.bos_id)
+        loop = LoopOptions(config.eos_id, config.pad_id, shrink_threshold=0.0)
         if not shrink:  # the three-argument protocol, state in the closure
             fn, cache = incremental_decoder(model, memory, mask, beam)
-            return beam_search(fn, tf.fill([len(LENGTHS)], config.bos_id), cache, *args, **kwargs)
+            return decode(strategy, fn, bos, cache, 30, loop, max_lengths=limits)
         fn, cache, shared = incremental_decoder_with_shared(model, memory, mask)
-        return beam_search(fn, tf.fill([len(LENGTHS)], config.bos_id), cache, *args,
-                           shared=shared, shrink_threshold=0.0, **kwargs)  # fmt: skip
+        return decode(strategy, fn, bos, cache, 30, loop, max_lengths=limits, shared=shared)
 
     want_ids, want_scores = search(False)
     ids, scores = search(True)

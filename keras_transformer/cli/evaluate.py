@@ -80,13 +80,17 @@ def _document_lines(value: str) -> tuple[int, int]:
 
 
 def evaluate_documents(args: argparse.Namespace, model, tokenizer, pairs, search) -> int:
-    from keras_transformer.decoding.evaluation import evaluate_documents, write_lines
+    from keras_transformer.decoding.evaluation import (
+        DocumentGrouping,
+        evaluate_documents,
+        write_lines,
+    )
 
     separator = {"space": " ", "newline": "\n"}[args.document_join]
+    grouping = DocumentGrouping(_document_lines(args.documents), separator)
     result = evaluate_documents(
-        model, tokenizer, pairs, search, common.document_options(args),
-        _document_lines(args.documents), separator, batch_size=args.batch_size,
-        progress=not args.no_progress,
+        model, tokenizer, pairs, search, common.document_options(args), grouping,
+        batch_size=args.batch_size, progress=not args.no_progress,
     )  # fmt: skip
     hypotheses = result.pop("hypotheses")
     print(f"documents: {result['num_documents']} of {args.documents} lines "

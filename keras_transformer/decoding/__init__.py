@@ -1,24 +1,34 @@
-"""Decoding: beam search, greedy and sampled decoding over a cached incremental decoder,
-translation of ids and strings, teacher-forced scoring and BLEU evaluation (TensorFlow
-ops)."""
+"""Decoding: one loop (`decode`) with two strategies, beam search (`BeamSearch`) and greedy or
+sampled decoding (`Sampling`), over a cached incremental decoder; translation of ids and
+strings, teacher-forced scoring and BLEU evaluation (TensorFlow ops)."""
 
-from keras_transformer.decoding.beam_search import beam_search, length_penalty, tile_beams
+from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
 from keras_transformer.decoding.incremental import (
     incremental_decoder,
     incremental_decoder_with_shared,
 )
-from keras_transformer.decoding.sampling import filter_logits, sample, top_k_filter, top_p_filter
+from keras_transformer.decoding.loop import LoopOptions, decode, tile_beams
+from keras_transformer.decoding.sampling import (
+    Sampling,
+    SamplingOptions,
+    filter_logits,
+    top_k_filter,
+    top_p_filter,
+)
 from keras_transformer.decoding.scoring import score_ids, score_pairs
 from keras_transformer.decoding.translator import Translator, translate_ids
 
 __all__ = [
+    "BeamSearch",
+    "LoopOptions",
+    "Sampling",
+    "SamplingOptions",
     "Translator",
-    "beam_search",
+    "decode",
     "filter_logits",
     "incremental_decoder",
     "incremental_decoder_with_shared",
     "length_penalty",
-    "sample",
     "score_ids",
     "score_pairs",
     "tile_beams",

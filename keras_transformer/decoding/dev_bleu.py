@@ -51,8 +51,11 @@ class DevBleu(keras.callbacks.Callback):
         search: beam settings for `decode="beam"` (default: `SearchOptions()`).
         keep_best: save `best.weights.h5` whenever dev BLEU improves.
         early_stopping: stop after this many evaluations without improvement (0: never).
-        batch_size: sentences per decoding batch.
+
+    `batch_size` (64): sentences per decoding batch; an attribute, set it after construction.
     """
+
+    batch_size = 64
 
     def __init__(
         self,
@@ -64,7 +67,6 @@ class DevBleu(keras.callbacks.Callback):
         search: SearchOptions | None = None,
         keep_best: bool = False,
         early_stopping: int = 0,
-        batch_size: int = 64,
     ):
         super().__init__()
         if not pairs:
@@ -85,7 +87,6 @@ class DevBleu(keras.callbacks.Callback):
             self.search = self.search.replace(beam_size=1)
         self.keep_best = keep_best
         self.early_stopping = early_stopping
-        self.batch_size = batch_size
         self.history = load_history(model_dir)
         self.stopped_early = False
         self._translator = None

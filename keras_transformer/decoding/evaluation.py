@@ -21,6 +21,7 @@ import logging
 import os
 import random
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
@@ -120,22 +121,30 @@ def group_documents(count: int, min_lines: int, max_lines: int, seed: int = 0) -
     return groups
 
 
+@dataclass(frozen=True)
+class DocumentGrouping:
+    """How `evaluate_documents` joins consecutive pairs into documents: `lines` (min, max)
+    lines each, lengths drawn with `seed`, lines joined by `separator`."""
+
+    lines: tuple[int, int] = (2, 12)
+    separator: str = " "
+    seed: int = 0
+
+
 def evaluate_documents(
     model: Transformer,
     tokenizer,
     pairs: Iterable[tuple[str, str]],
     search: SearchOptions | None = None,
     documents: DocumentOptions | None = None,
-    lines: tuple[int, int] = (2, 12),
-    separator: str = " ",
+    grouping: DocumentGrouping = DocumentGrouping(),
     batch_size: int = 64,
     progress: bool = True,
-    seed: int = 0,
 ) -> dict:
-    """Document BLEU: consecutive pairs joined by `separator` into documents of `lines`
-    (min, max) lines, each document translated whole (as `documents` says: default
-    `DocumentOptions()`, segmented), against the same lines translated one by one (each as one
-    sentence) and joined; both scored against the joined references.
+    """Document BLEU: consecutive pairs joined into documents as `grouping` says, each
+    document translated whole (as `documents` says: default `DocumentOptions()`, segmented),
+    against the same lines translated one by one (each as one sentence) and joined; both
+    scored against the joined references.
 
     Returns `{"document": score_translations(...), "lines": score_translations(...),
     "num_documents", "num_lines", "separator", "hypotheses": document translations}`."""
@@ -143,7 +152,8 @@ def evaluate_documents(
     if not pairs:
         raise ValueError("pairs is empty: nothing to evaluate.")
     search = search or SearchOptions()
-    groups = group_documents(len(pairs), *lines, seed=seed)
+    lines, separator = grouping.lines, grouping.separator
+    groups = group_documents(len(pairs), *lines, seed=grouping.seed)
     sources, references = zip(*pairs)
     join = lambda texts: [separator.join(texts[i] for i in group) for group in groups]  # noqa: E731
     one_by_one = Translator(model, tokenizer, search, documents=DocumentOptions.sentences())

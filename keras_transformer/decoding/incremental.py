@@ -9,27 +9,26 @@ the search as per-item `shared` state (tiled by beam there, once), so the search
 rows of finished items; `incremental_decoder` tiles them itself and captures them (the
 three-argument protocol).
 
+    beam = BeamSearch(vocab_size, SearchOptions(beam_size=4))
     fn, cache, shared = incremental_decoder_with_shared(model, memory, memory_mask)
-    ids, scores = beam_search(fn, bos_ids, cache, vocab_size, 4, 0.6, max_len, eos_id,
-                              shared=shared)
+    ids, scores = decode(beam, fn, bos_ids, cache, max_len, shared=shared)
     fn, cache = incremental_decoder(model, memory, memory_mask, beam_size=4)
-    ids, scores = beam_search(fn, bos_ids, cache, vocab_size, 4, 0.6, max_len, eos_id)
+    ids, scores = decode(beam, fn, bos_ids, cache, max_len)
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_transformer.decoding.beam_search import tile_beams
-from keras_transformer.decoding.loop import SymbolsToLogitsFn
+from keras_transformer.decoding.loop import SymbolsToLogitsFn, tile_beams
 from keras_transformer.model import Transformer
 
 
 def incremental_decoder_with_shared(
     model: Transformer, memory, memory_mask, max_decode_length=None
 ) -> tuple[SymbolsToLogitsFn, list, dict]:
-    """The four-argument `symbols_to_logits_fn(ids, step, cache, shared)` of `beam_search` /
-    `sample` for `model`, its cache and its per-item shared state.
+    """The four-argument `symbols_to_logits_fn(ids, step, cache, shared)` of `loop.decode`
+    (beam search or sampling) for `model`, its cache and its per-item shared state.
 
     Args:
         model: a `Transformer`.
@@ -77,7 +76,7 @@ def incremental_decoder(
     Args:
         model, memory, memory_mask, max_decode_length: as in
             `incremental_decoder_with_shared`.
-        beam_size: rows per source the search will use (1 for `sample`).
+        beam_size: rows per source the search will use (1 for `Sampling`).
 
     Returns:
         `(symbols_to_logits_fn, initial_cache)`, the cache as in

@@ -1,25 +1,105 @@
-"""The `tf.while_loop` plumbing shared by beam search and sampling.
+"""The one `tf.while_loop` of decoding. Beam search (`beam_search.BeamSearch`) and greedy or
+sampled decoding (`sampling.Sampling`) are strategies: they choose tokens and keep their own
+state; `decode` owns the rest (the loop, the padded or growing shapes, shrinking and the
+outputs store).
 
-Both decode through `symbols_to_logits_fn(ids, step, cache[, shared]) -> (logits, new_cache)`
-(see `beam_search`), keep their ids either growing by one column per step or in a fixed-size
-buffer (`padded=True`, static shapes for XLA), and stop at per-item length limits.
+    strategy = BeamSearch(vocab_size, SearchOptions())  # the paper's beam 4, alpha 0.6
+    ids, scores = decode(strategy, fn, bos_ids, cache, max_len, LoopOptions(eos_id=3))
+    ids, log_probs = decode(Sampling(SamplingOptions("top_p", top_p=0.9, seed=(1, 2))),
+                            fn, bos_ids, cache, max_len, LoopOptions(eos_id=3), shared=shared)
 
-Shrinking (growing mode only): the live rows are the items still decoding, `items` maps
-them to their original index, and the finished items' results wait in full-batch `Outputs`
-(scattered there by original index when their rows are dropped, and for the rest after the
-loop), so finished items stop costing compute.
+The search knows nothing about the model (TF Model Garden manner): it only calls
+
+    logits, new_cache = symbols_to_logits_fn(ids, step, cache)
+
+where `ids` is int32 `(rows, length)` (the hypotheses so far, `ids[:, step]` being the newest
+token), `step` a scalar int32 tensor, and `cache` the per-row state, a nest of `(rows, ...)`
+tensors; it returns float `(rows, vocab_size)` logits for the next token and the updated
+cache. A strategy keeps `rows_per_item` rows per item (the beam; 1 for sampling), batch-major:
+row `b * k + i` is row i of item b (`tile_beams` lays tensors out this way).
+
+Cache layout. Only per-row state (the decoder self-attention keys/values) belongs in `cache`:
+a strategy that re-ranks its rows (beam search) has it reordered with one `tf.gather` over
+the rows. State shared by all rows of one item (encoder memory, encoder-decoder keys/values,
+the memory mask) is never reordered. Pass it as `shared`, a nest of per-item `(batch, ...)`
+tensors: `decode` tiles it once and calls
+
+    logits, new_cache = symbols_to_logits_fn(ids, step, cache, shared)
+
+with `shared` `(rows, ...)`, unchanged from step to step. (The three-argument form captures
+such state in its closure, tiled by the caller; the loop then cannot shrink.)
+
+Shrinking (growing mode, on by default with `shared`). An item whose results can no longer
+change (`Strategy.item_done`) gains nothing from more steps. Once at least `shrink_threshold`
+of the live items are done (0: at every finished item), their rows are dropped from the live
+state: the strategy's state, the limits, the cache (in the same gather as a reorder, if the
+strategy reorders) and `shared` (one gather of every tensor in it, which is why it is not done
+at every step). Their results go to full-batch `Outputs` at their original index
+(`tf.tensor_scatter_nd_update`); the live rows keep their order, so the step function sees
+`(active * k, ...)` rows with `active` falling as items finish. A dropped item's results could
+not have changed, so shrinking returns the same ids and scores (tests/test_shrinking.py).
+
+Two modes: a growing cache and growing ids (`padded=False`, `tf.while_loop` with `None` shape
+invariants), and fixed-size buffers (`padded=True`: static shapes, as XLA wants;
+`symbols_to_logits_fn` must then write its cache at position `step`, and nothing is dropped).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.checks import check_number
+from keras_transformer.constants import EOS_ID, PAD_ID
+
 SymbolsToLogitsFn = Callable[..., "tuple[tf.Tensor, Any]"]  # (ids, step, cache[, shared])
 NEG_INF = float("-inf")  # log-probability of dead beams and of filtered tokens
 SHRINK_THRESHOLD = 0.25  # drop finished items' rows once this fraction of live ones finished
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """How `decode` runs its loop, whatever the strategy.
+
+    Args:
+        eos_id: the end-of-sequence id.
+        pad_id: fills the ids after EOS.
+        padded: fixed-size buffers (static shapes, for XLA) instead of growing ones
+            (`SearchOptions.padded_decode` at the translator's level).
+        shrink: drop the rows of finished items (growing mode only; ignored when `padded`).
+            Default: when `shared` is given. With `shared` None, True promises that the step
+            function holds no per-item state outside `cache`.
+        shrink_threshold: drop rows once at least this fraction of the live items has
+            finished since the last drop (0: at every finish), in [0, 1].
+    """
+
+    eos_id: int = EOS_ID
+    pad_id: int = PAD_ID
+    padded: bool = False
+    shrink: bool | None = None
+    shrink_threshold: float = SHRINK_THRESHOLD
+
+    def __post_init__(self) -> None:
+        check_number("shrink_threshold", self.shrink_threshold, minimum=0.0, maximum=1.0)
+
+    def start_ids(self, ids, max_len) -> tf.Tensor:
+        """`ids (..., 1)` holding the initial id -> `(..., max_len + 1)` when padded (with
+        `pad_id`), else as is."""
+        if not self.padded:
+            return ids
+        paddings = [[0, 0]] * (ids.shape.rank - 1) + [[0, max_len]]
+        return tf.pad(ids, paddings, constant_values=self.pad_id)
+
+    def write_token(self, ids, tokens, position) -> tf.Tensor:
+        """Put `tokens (batch, k)` at `position` of `ids (batch, k, length)`: a new column
+        when growing, in place when padded."""
+        if not self.padded:
+            return tf.concat([ids, tokens[:, :, None]], axis=2)  # -> (batch, k, length + 1)
+        at = tf.equal(tf.range(tf.shape(ids)[2]), position)  # (length,)
+        return tf.where(at[None, None, :], tokens[:, :, None], ids)  # (batch, k, length)
 
 
 def length_limits(initial_ids, max_decode_length, max_lengths=None):
@@ -31,20 +111,9 @@ def length_limits(initial_ids, max_decode_length, max_lengths=None):
     return max_len, limits
 
 
-def start_ids(ids, max_len, padded: bool, pad_id: int):
-    """`ids (..., 1)` holding the initial id -> `(..., max_len + 1)` when padded, else as is."""
-    if not padded:
-        return ids
-    paddings = [[0, 0]] * (ids.shape.rank - 1) + [[0, max_len]]
-    return tf.pad(ids, paddings, constant_values=pad_id)
-
-
-def write_token(ids, tokens, position, padded: bool, pad_id: int):
-    """Put `tokens (batch, k)` at `position` of `ids (batch, k, length)`."""
-    if not padded:
-        return tf.concat([ids, tokens[:, :, None]], axis=2)  # -> (batch, k, length + 1)
-    at = tf.equal(tf.range(tf.shape(ids)[2]), position)  # (length,)
-    return tf.where(at[None, None, :], tokens[:, :, None], ids)  # (batch, k, length)
+def tile_beams(tensor, beam_size: int) -> tf.Tensor:
+    """`(batch, ...)` -> `(batch * beam_size, ...)`, each row repeated beam_size times."""
+    return tf.repeat(tensor, beam_size, axis=0)  # -> (batch * beam, ...)
 
 
 def growing_shape(tensor) -> tf.TensorShape:
@@ -69,23 +138,6 @@ def free_last_axis(tensor) -> tf.TensorShape:
     return tf.TensorShape(tensor.shape[:-1] + [None])
 
 
-def run_loop(keep_going, step_fn, state, padded: bool, growing: dict, max_len):
-    """`tf.while_loop` over a NamedTuple `state`, at most `max_len` iterations.
-
-    `growing` maps field names to their shape invariants in growing mode (ignored when
-    `padded`, where every shape is static)."""
-    invariants = tf.nest.map_structure(lambda t: t.shape, state)
-    if not padded:
-        invariants = invariants._replace(**growing)
-    return tf.while_loop(
-        keep_going,
-        lambda s: (step_fn(s),),
-        (state,),
-        shape_invariants=(invariants,),
-        maximum_iterations=max_len,
-    )[0]
-
-
 def bind_shared(fn, shared, carried: bool):
     """`(call, state_shared)` with `call(ids, step, cache, state_shared)` calling `fn`.
 
@@ -97,18 +149,6 @@ def bind_shared(fn, shared, carried: bool):
     if carried:
         return fn, shared
     return (lambda ids, step, cache, _: fn(ids, step, cache, shared)), ()
-
-
-def check_shrink_threshold(threshold) -> None:
-    """TypeError / ValueError unless `threshold` is a Python number in [0, 1]."""
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-        raise TypeError(
-            f"shrink_threshold must be a number. Received: shrink_threshold={threshold!r}"
-        )
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError(
-            f"shrink_threshold must be in [0, 1]. Received: shrink_threshold={threshold!r}"
-        )
 
 
 class Outputs(NamedTuple):
@@ -169,3 +209,242 @@ def row_index(mask) -> tf.Tensor:
 def gather_rows(nest, rows):
     """Every tensor of `nest` `(rows, ...)` -> `(len(rows), ...)`."""
     return tf.nest.map_structure(lambda t: tf.gather(t, rows, axis=0), nest)
+
+
+def item_rows(items, rows_per_item: int) -> tf.Tensor:
+    """Rows of items `(n,)` in a batch-major `(active * rows_per_item, ...)` tensor ->
+    `(n * rows_per_item,)`."""
+    if rows_per_item == 1:
+        return items
+    return tf.reshape(items[:, None] * rows_per_item + tf.range(rows_per_item), [-1])
+
+
+class Position(NamedTuple):
+    """What `Strategy.advance` knows of the loop besides its own state."""
+
+    step: tf.Tensor  # int32: () tokens generated before this step
+    limits: tf.Tensor  # int32: (active,) per-item length limits
+    items: Any  # shrinking: int32 (active,) original item of each live row; else None
+    batch: tf.Tensor  # int32: () the original batch size
+
+
+class Strategy:
+    """How a search chooses its tokens and keeps its state; `decode` runs the loop.
+
+    A strategy keeps `rows_per_item` rows per item: the step function reads its
+    `decoder_ids`, `(active * rows_per_item, length)`, batch-major, and the cache and `shared`
+    state are tiled to match. Its state is a NamedTuple whose fields are all `(active, ...)`
+    (so that dropping finished items is one gather per field); the fields named in `growing`
+    end in the length axis, one column longer after each step unless the loop is padded.
+    """
+
+    rows_per_item: int = 1
+    growing: tuple[str, ...] = ()
+
+    def result_shapes(self) -> tuple[list[int], list[int]]:
+        """The shapes of one item's ids (with a length of 1) and scores in `results`."""
+        raise NotImplementedError
+
+    def initial_state(self, initial_ids, limits, max_len, loop: LoopOptions):
+        """The state before the first step, for int32 `initial_ids (batch,)` (the first token
+        of every row), int32 `limits (batch,)` and the length of padded buffers `max_len`."""
+        raise NotImplementedError
+
+    def decoder_ids(self, state) -> tf.Tensor:
+        """int32 `(active * rows_per_item, length)`: the ids the step function reads."""
+        raise NotImplementedError
+
+    def advance(self, state, logits, at: Position, loop: LoopOptions):
+        """One step from the step function's `logits (active * rows_per_item, vocab)`:
+        `(new_state, reorder)`, where `reorder` int32 `(active, rows_per_item)` gives the old
+        row of every new one (the cache is gathered by it), or None if rows stay in place."""
+        raise NotImplementedError
+
+    def item_done(self, state, step, limits) -> tf.Tensor:
+        """bool `(active,)`: the items whose results later steps cannot change, after `step`
+        tokens with int32 `limits (active,)`. The loop ends once every item is done."""
+        raise NotImplementedError
+
+    def results(self, state, rows=None) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(ids (n, *ids_shape), scores (n, *scores_shape))` of every item, or of the items
+        at int32 `rows (n,)`."""
+        raise NotImplementedError
+
+
+class LoopState(NamedTuple):
+    """The `tf.while_loop` state. `active` is the batch, or when shrinking the items not
+    dropped yet; `k` is the strategy's `rows_per_item`."""
+
+    step: tf.Tensor  # int32: () tokens generated so far
+    search: Any  # the strategy's state, a NamedTuple of (active, ...) tensors
+    cache: Any  # nest of (active * k, ...) tensors
+    limits: tf.Tensor  # int32: (active,) per-item length limits
+    shared: Any  # shrinking: nest of (active * k, ...) per-item tensors; else ()
+    outputs: Any  # shrinking: Outputs of the strategy's `result_shapes`; else ()
+
+
+class _Loop:
+    """One run of `decode`: the body and condition of its `tf.while_loop`. `fn` takes
+    `(ids, step, cache, state.shared)` (see `bind_shared`)."""
+
+    def __init__(self, strategy: Strategy, fn, loop: LoopOptions, shrink: bool, batch):
+        self.strategy, self.fn, self.loop, self.shrink = strategy, fn, loop, shrink
+        self.batch = batch  # int32: () the original batch size
+
+    def initial_state(self, initial_ids, initial_cache, limits, max_len, shared) -> LoopState:
+        """The state before the first step; `initial_cache` is tiled to the strategy's rows,
+        `shared` is the carried state of `bind_shared`."""
+        k = self.strategy.rows_per_item
+        if k > 1:  # -> (batch * k, ...)
+            initial_cache = tf.nest.map_structure(lambda t: tile_beams(t, k), initial_cache)
+        outputs = ()
+        if self.shrink:
+            outputs = initial_outputs(self.batch, *self.strategy.result_shapes(), self.loop.pad_id)
+        return LoopState(
+            step=tf.constant(0, tf.int32),
+            search=self.strategy.initial_state(initial_ids, limits, max_len, self.loop),
+            cache=initial_cache,
+            limits=limits,
+            shared=shared,
+            outputs=outputs,
+        )
+
+    def advance(self, state: LoopState):
+        """`(new_state with its cache left out (()), new cache in the old row order, reorder
+        or None)`, as `Strategy.advance`."""
+        ids = self.strategy.decoder_ids(state.search)  # (active * k, length)
+        logits, cache = self.fn(ids, state.step, state.cache, state.shared)
+        items = state.outputs.items if self.shrink else None
+        at = Position(state.step, state.limits, items, self.batch)
+        search, reorder = self.strategy.advance(state.search, logits, at, self.loop)
+        return state._replace(step=state.step + 1, search=search, cache=()), cache, reorder
+
+    def body(self, state: LoopState) -> LoopState:
+        state, cache, reorder = self.advance(state)
+        if not self.shrink:
+            if reorder is not None:
+                cache = gather_rows(cache, tf.reshape(reorder, [-1]))  # -> (batch * k, ...)
+            return state._replace(cache=cache)
+        done = self.strategy.item_done(state.search, state.step, state.limits)  # (active,)
+        compact = should_compact(done, self.loop.shrink_threshold)
+        if reorder is None:  # the cache keeps its rows: dropped with the other fields
+            state = state._replace(cache=cache)
+            return tf.cond(compact, lambda: self.drop(state, done), lambda: state)
+        keep = tf.logical_not(done) | tf.logical_not(compact)  # (active,)
+        # The reorder drops the dropped items' cache rows in the same gather.
+        rows = tf.reshape(tf.gather(reorder, row_index(keep)), [-1])  # -> (kept * k,)
+        state = tf.cond(compact, lambda: self.drop(state, done), lambda: state)
+        return state._replace(cache=gather_rows(cache, rows))  # fields: (kept, ...)
+
+    def drop(self, state: LoopState, done) -> LoopState:
+        """Store the results of the `done` items (bool `(active,)`) and drop their rows; the
+        kept rows keep their order."""
+        gone, kept = row_index(done), row_index(tf.logical_not(done))  # (gone,), (kept,)
+        ids, scores = self.strategy.results(state.search, gone)
+        outputs = store(state.outputs, gone, ids, scores, self.loop.pad_id)
+        rows = item_rows(kept, self.strategy.rows_per_item)  # (kept * k,)
+        return state._replace(
+            search=gather_rows(state.search, kept),  # each (kept, ...)
+            cache=gather_rows(state.cache, rows),  # each (kept * k, ...); () if reordered
+            limits=tf.gather(state.limits, kept),  # (kept,)
+            shared=gather_rows(state.shared, rows),  # each (kept * k, ...)
+            outputs=outputs._replace(items=tf.gather(outputs.items, kept)),  # (kept,)
+        )
+
+    def keep_going(self, state: LoopState) -> tf.Tensor:
+        """False once every item is done (`maximum_iterations` bounds the rest)."""
+        done = self.strategy.item_done(state.search, state.step, state.limits)
+        return tf.logical_not(tf.reduce_all(done))
+
+    def results(self, state: LoopState) -> tuple[tf.Tensor, tf.Tensor]:
+        """The strategy's `results` of the final state, for the whole batch."""
+        ids, scores = self.strategy.results(state.search)
+        if not self.shrink:
+            return ids, scores
+        rows = tf.range(tf.shape(ids)[0])
+        outputs = store(state.outputs, rows, ids, scores, self.loop.pad_id)
+        return outputs.ids, outputs.scores
+
+    def invariants(self, state: LoopState) -> LoopState:
+        """Shape invariants: static when padded; else the `growing` fields of the strategy's
+        state and the cache free on their length axis and, when shrinking, every per-item
+        tensor free on its first axis."""
+        invariants = tf.nest.map_structure(lambda t: t.shape, state)
+        if self.loop.padded:
+            return invariants
+        search = [
+            free_last_axis(t) if name in self.strategy.growing else t.shape
+            for name, t in zip(state.search._fields, state.search)
+        ]
+        if not self.shrink:
+            cache = tf.nest.map_structure(growing_shape, state.cache)
+            return invariants._replace(search=type(state.search)(*search), cache=cache)
+        search = [tf.TensorShape([None]).concatenate(shape[1:]) for shape in search]
+        return invariants._replace(
+            search=type(state.search)(*search),
+            cache=tf.nest.map_structure(shrinking_cache_shape, state.cache),
+            limits=tf.TensorShape([None]),
+            shared=tf.nest.map_structure(shrinking_shape, state.shared),
+            outputs=outputs_shape(state.outputs),
+        )
+
+
+def decode(
+    strategy: Strategy,
+    symbols_to_logits_fn: SymbolsToLogitsFn,
+    initial_ids,
+    initial_cache,
+    max_decode_length,
+    loop: LoopOptions | None = None,
+    *,
+    max_lengths=None,
+    shared=None,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Batched decoding with `strategy`; see the module docstring for the protocol.
+
+    Runs eagerly, inside `tf.function`, and (with `loop.padded`) under `jit_compile=True`.
+    Only stock TensorFlow ops: exportable to a SavedModel for TF Serving.
+
+    Args:
+        strategy: how tokens are chosen, e.g. `BeamSearch(vocab_size, SearchOptions())` or
+            `Sampling(SamplingOptions("top_k", top_k=10))`.
+        symbols_to_logits_fn: `(ids, step, cache) -> (logits, new_cache)`, or with `shared`
+            `(ids, step, cache, shared) -> (logits, new_cache)`, as described above.
+        initial_ids: int `(batch,)`, the first token of every row (BOS).
+        initial_cache: nest of per-item `(batch, ...)` tensors (or an empty structure); tiled
+            here to the strategy's rows.
+        max_decode_length: int or scalar int tensor, the most tokens a row may generate (EOS
+            included). With `loop.padded` it is the size of the id buffers and must be static
+            under XLA (a Python int, or computed from static shapes).
+        loop: `LoopOptions` (EOS and padding ids, padded buffers, shrinking); default
+            `LoopOptions()`, the project's special ids.
+        max_lengths: optional int `(batch,)`, per-item limits `<= max_decode_length`; a row
+            reaching its item's limit without EOS is finished there.
+        shared: optional nest of per-item `(batch, ...)` tensors the step function reads but
+            never changes (encoder-decoder keys/values, memory mask): tiled here once, never
+            reordered, passed as the fourth argument.
+
+    Returns:
+        The strategy's `(ids, scores)` for the whole batch: ids int32 `(batch, ...,
+        length + 1)` with the initial id at position 0 and `pad_id` after EOS, where `length`
+        is the number of steps run (growing mode) or `max_decode_length` (padded). Shrinking
+        changes none of them.
+    """
+    loop = loop or LoopOptions()
+    shrink = (shared is not None if loop.shrink is None else bool(loop.shrink)) and not loop.padded
+    initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
+    max_len, limits = length_limits(initial_ids, max_decode_length, max_lengths)
+    k = strategy.rows_per_item
+    if shared is not None and k > 1:  # -> (batch * k, ...)
+        shared = tf.nest.map_structure(lambda t: tile_beams(t, k), shared)
+    fn, state_shared = bind_shared(symbols_to_logits_fn, shared, carried=shrink)
+    run = _Loop(strategy, fn, loop, shrink, tf.shape(initial_ids)[0])
+    state = run.initial_state(initial_ids, initial_cache, limits, max_len, state_shared)
+    final = tf.while_loop(
+        run.keep_going,
+        lambda s: (run.body(s),),
+        (state,),
+        shape_invariants=(run.invariants(state),),
+        maximum_iterations=max_len,
+    )[0]
+    return run.results(final)

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.checks import check_int
 from keras_transformer.config import SearchOptions
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.beam_search import length_penalty
@@ -172,8 +173,7 @@ def score_pairs(
     sources, targets = list(sources), list(targets)
     if len(sources) != len(targets):
         raise ValueError(f"Got {len(sources)} sources for {len(targets)} targets.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise ValueError(f"batch_size must be a positive int. Received: {batch_size!r}")
+    check_int("batch_size", batch_size)
     alpha = (search or SearchOptions()).alpha
     out = {key: np.zeros(len(sources), np.float32) for key in OUTPUT_KEYS}
     if not sources:

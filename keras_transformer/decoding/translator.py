@@ -29,11 +29,13 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
-from keras_transformer.decoding.beam_search import beam_search, length_penalty
+from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
 from keras_transformer.decoding.documents import cut_ranks, translate_documents
 from keras_transformer.decoding.incremental import incremental_decoder_with_shared
-from keras_transformer.decoding.sampling import check_sampling_args, sample
+from keras_transformer.decoding.loop import LoopOptions, Strategy, decode
+from keras_transformer.decoding.sampling import Sampling, SamplingOptions, check_sampling_args
 from keras_transformer.model import Transformer
 
 logger = logging.getLogger("keras_transformer")
@@ -70,39 +72,39 @@ def prepare_source(source_ids, config) -> tuple[tf.Tensor, tf.Tensor]:
     return ids, tf.clip_by_value(lengths, 1, config.max_length)
 
 
-def search_ids(
-    model: Transformer, source_ids, options: SearchOptions
+def decode_sources(
+    model: Transformer, source_ids, options: SearchOptions, strategy: Strategy
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """The numeric core of `translate_ids`, TF ops only (XLA-compatible with padded_decode).
+    """`loop.decode` with `strategy` over the cached decoder of `model`, TF ops only
+    (XLA-compatible with padded_decode): right-padded source ids are prepared
+    (`prepare_source`), encoded once, and each may produce at most `min(source length +
+    options.max_extra_length, max_length)` tokens; finished sources' rows are dropped in
+    growing mode (their shared state included).
 
-    Returns int32 `(batch, n_best, max_len)` ids without BOS, `pad_id` after EOS, and float32
-    `(batch, n_best)` scores."""
+    Returns the strategy's `(ids, scores)`, ids with BOS first."""
     config = model.config
     source, lengths = prepare_source(source_ids, config)
     memory, memory_mask = model.encode(source)  # once per batch
     limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
     # Static under XLA: computed from the (padded) source width, not from its values.
     max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
-    # Growing mode drops the rows of finished sources (their shared state included).
     fn, cache, shared = incremental_decoder_with_shared(
         model, memory, memory_mask, max_len if options.padded_decode else None
     )
-    ids, scores = beam_search(
-        fn,
-        tf.fill(tf.shape(source)[:1], config.bos_id),
-        cache,
-        vocab_size=config.vocab_size,
-        beam_size=options.beam_size,
-        alpha=options.alpha,
-        max_decode_length=max_len,
-        eos_id=config.eos_id,
-        padded_decode=options.padded_decode,
-        max_lengths=limits,
-        n_best=options.n_best,
-        stop_early=options.stop_early,
-        pad_id=config.pad_id,
-        shared=shared,
-    )
+    loop = LoopOptions(config.eos_id, config.pad_id, padded=options.padded_decode)
+    bos_ids = tf.fill(tf.shape(source)[:1], config.bos_id)  # (batch,)
+    return decode(strategy, fn, bos_ids, cache, max_len, loop, max_lengths=limits, shared=shared)
+
+
+def search_ids(
+    model: Transformer, source_ids, options: SearchOptions
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The numeric core of `translate_ids`: beam search with `options`.
+
+    Returns int32 `(batch, n_best, max_len)` ids without BOS, `pad_id` after EOS, and float32
+    `(batch, n_best)` scores."""
+    beam = BeamSearch(model.config.vocab_size, options)
+    ids, scores = decode_sources(model, source_ids, options, beam)
     return ids[:, :, 1:], scores  # drop BOS -> (batch, n_best, max_len)
 
 
@@ -125,25 +127,14 @@ def sample_ids(
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Greedy or sampled decoding of right-padded source ids, TF ops only: the sampling
     counterpart of `search_ids` (same source preparation and output length limits, taken from
-    `options`; `method`, knobs and `seed` as in `decoding.sampling.sample`, seed an int or a
+    `options`; `method` and knobs as in `decoding.sampling.SamplingOptions`, seed an int or a
     pair).
 
     Returns int32 `(batch, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch,)` scores log P(y | x) / lp(|y|) with `options.alpha`, as beam search scores."""
     config = model.config
-    source, lengths = prepare_source(source_ids, config)
-    memory, memory_mask = model.encode(source)
-    limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
-    max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
-    fn, cache, shared = incremental_decoder_with_shared(
-        model, memory, memory_mask, max_len if options.padded_decode else None
-    )
-    ids, log_probs = sample(
-        fn, tf.fill(tf.shape(source)[:1], config.bos_id), cache, max_len, config.eos_id,
-        method=method, top_k=top_k, top_p=top_p, temperature=temperature,
-        seed=seed_pair(seed), padded_decode=options.padded_decode, max_lengths=limits,
-        pad_id=config.pad_id, shared=shared,
-    )  # fmt: skip
+    sampling = SamplingOptions(method, top_k, top_p, temperature, seed=seed_pair(seed))
+    ids, log_probs = decode_sources(model, source_ids, options, Sampling(sampling))
     ids = ids[:, 1:]  # drop BOS -> (batch, max_len)
     length = tf.reduce_sum(tf.cast(tf.not_equal(ids, config.pad_id), tf.int32), axis=1)
     return ids, log_probs / length_penalty(length, options.alpha)
@@ -423,8 +414,7 @@ class Translator(tf.Module):
         seed, texts and batch size give the same translations (the first batch as the export's
         `translate_sample` does for that batch and seed)."""
         check_sampling_args(method, top_k, top_p, temperature)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an int. Received: seed={seed!r}")
+        check_int("seed", seed, minimum=None)
 
         def run(batch: list[str], index: int):
             out = self.sample_tensors(
@@ -439,8 +429,7 @@ class Translator(tf.Module):
     def _in_batches(self, texts, batch_size, progress, run) -> tuple[list, list]:
         """`run(batch_texts, batch_index) -> (outputs, scores)` over batches of similar
         subword length (sorted, stable), results put back in input order."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int. Received: {batch_size!r}")
+        check_int("batch_size", batch_size)
         texts = list(texts)
         if not texts:
             return [], []

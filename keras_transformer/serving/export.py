@@ -55,6 +55,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.serving.signatures import (
     INPUT_KEY,
@@ -327,8 +328,7 @@ def save_module(
     """Save `module` as `export_base/model_name/version` (atomically) and return that path."""
     model_base = os.path.join(export_base, model_name)
     version = next_version(model_base) if version is None else version
-    if isinstance(version, bool) or not isinstance(version, int) or version <= 0:
-        raise ValueError(f"version must be a positive int. Received: version={version!r}")
+    check_int("version", version)
     final_dir = os.path.join(model_base, str(version))
     if os.path.exists(final_dir):
         raise FileExistsError(f"{final_dir!r} exists: versions are immutable, pick a new one")

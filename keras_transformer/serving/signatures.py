@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from keras_transformer.checks import check_int
+
 SERVING_SIGNATURE = "serving_default"  # text (batch,) -> translations, scores (batch,)
 NBEST_SIGNATURE = "translate_nbest"  # text (batch,) -> translations, scores (batch, n_best)
 SAMPLE_SIGNATURE = "translate_sample"  # text, sampling knobs -> translations, scores (batch,)
@@ -85,8 +87,7 @@ def sampling_inputs(
         raise ValueError(f"top_k must be an int >= 1 (0: off). Received: top_k={top_k!r}")
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1]. Received: top_p={top_p!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int. Received: seed={seed!r}")
+    check_int("seed", seed, minimum=None)
     return {"temperature": float(temperature), "top_k": top_k, "top_p": float(top_p), "seed": seed}
 
 
