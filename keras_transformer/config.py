@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from keras_transformer import constants
-from keras_transformer.checks import check_choice, check_number
+from keras_transformer.checks import check_choice, check_int, check_number
 from keras_transformer.constants import DECAYS, NORM_POSITIONS, POSITIONAL_ENCODINGS
+
+PRESETS = ("quick", "tiny", "base", "big")  # TransformerConfig's named presets
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,8 @@ class TransformerConfig:
 
     def _validate(self) -> None:
         for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v"):
-            _check_positive_int(name, getattr(self, name))
-        _check_positive_int("max_length", self.max_length)
+            check_int(name, getattr(self, name))
+        check_int("max_length", self.max_length)
         if self.d_model % self.num_heads:
             raise ValueError(
                 "d_model must be divisible by num_heads. "
@@ -130,13 +132,12 @@ class TransformerConfig:
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **overrides: Any) -> TransformerConfig:
-        """Build a preset by name ("quick", "tiny", "base" or "big")."""
-        presets = {"quick": cls.quick, "tiny": cls.tiny, "base": cls.base, "big": cls.big}
-        if name not in presets:
+        """Build a preset by name (one of `PRESETS`: "quick", "tiny", "base" or "big")."""
+        if name not in PRESETS:
             raise ValueError(
-                f"Unknown preset. Expected one of {sorted(presets)}. Received: {name!r}"
+                f"Unknown preset. Expected one of {sorted(PRESETS)}. Received: {name!r}"
             )
-        return presets[name](vocab_size, **overrides)
+        return getattr(cls, name)(vocab_size, **overrides)
 
     def replace(self, **changes: Any) -> TransformerConfig:
         """A copy with some fields changed (validated again)."""
@@ -214,11 +215,6 @@ def train_minutes_for(model: str, train_minutes: float | None = None) -> float:
     return QUICK_TRAIN_MINUTES if model == "quick" else 0.0
 
 
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
-
-
 @dataclass(frozen=True)
 class SearchOptions:
     """How to decode: the paper's inference settings (section 6.1) are the defaults, written
@@ -246,20 +242,15 @@ class SearchOptions:
     stop_early: bool = True
 
     def __post_init__(self) -> None:
-        _check_positive_int("beam_size", self.beam_size)
-        _check_positive_int("n_best", self.n_best)
+        check_int("beam_size", self.beam_size)
+        check_int("n_best", self.n_best)
         if self.n_best > self.beam_size:
             raise ValueError(
                 "n_best cannot exceed beam_size. "
                 f"Received: n_best={self.n_best}, beam_size={self.beam_size}"
             )
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)):
-            raise ValueError(f"alpha must be a number. Received: alpha={self.alpha!r}")
-        if not isinstance(self.max_extra_length, int) or self.max_extra_length < 0:
-            raise ValueError(
-                "max_extra_length must be an int >= 0. "
-                f"Received: max_extra_length={self.max_extra_length!r}"
-            )
+        check_number("alpha", self.alpha)
+        check_int("max_extra_length", self.max_extra_length, minimum=0)
 
     def replace(self, **changes: Any) -> SearchOptions:
         """A copy with some fields changed (validated again)."""
@@ -311,9 +302,9 @@ class DocumentOptions:
             raise ValueError(f"segment must be a bool. Received: segment={self.segment!r}")
         check_choice("overlong", self.overlong, OVERLONG)
         if self.max_segment_pieces is not None:
-            _check_positive_int("max_segment_pieces", self.max_segment_pieces)
-        _check_positive_int("max_input_bytes", self.max_input_bytes)
-        _check_positive_int("batch_size", self.batch_size)
+            check_int("max_segment_pieces", self.max_segment_pieces)
+        check_int("max_input_bytes", self.max_input_bytes)
+        check_int("batch_size", self.batch_size)
 
     @classmethod
     def sentences(cls, **overrides: Any) -> DocumentOptions:
@@ -335,11 +326,384 @@ STRATEGIES = ("auto", "mirrored", "one_device", "multi_worker")
 MIXED_PRECISION = ("auto", "none", "mixed_bfloat16", "mixed_float16")
 EVAL_DECODES = ("greedy", "beam")  # how training decodes its dev subset
 FREEZE_CHOICES = ("encoder", "embeddings")  # parts of the model a run may leave untrained
+# ArchitectureConfig fields that override a preset's value where set (None: the preset's).
+PRESET_OVERRIDES = ("dropout", "num_layers", "d_model", "d_ff", "num_heads", "norm_position")
+
+
+def option(default: Any, help: str, **cli: Any) -> Any:
+    """A field of a `TrainingConfig` section, which is also a flag of the training command
+    (`cli.common.add_config_arguments`): its `default` and its `help`, written here only (the
+    command adds "(default: ...)"). `cli` holds what the field's name and type do not say:
+    `flag` (the flag's name, else `--field-name`) and `choices`. The flag parses a value with
+    the field's type (`int | None`: int; a bool field is a switch)."""
+    return dataclasses.field(default=default, metadata={"help": help, **cli})
+
+
+def _section(factory: type, title: str) -> Any:
+    """A section of `TrainingConfig`; `title` heads its flags in `--help`."""
+    return dataclasses.field(default_factory=factory, metadata={"title": title})
+
+
+@dataclass(frozen=True)
+class ArchitectureConfig:
+    """The model a run trains: a `TransformerConfig` preset, the vocabulary and length it is
+    built for, and the preset's values a run overrides (None: the preset's)."""
+
+    model: str = option(
+        "quick",
+        "model preset: quick (tiny sizes, pre-norm, no dropout: 10 CPU minutes), tiny, base "
+        "(paper, 65M), big (paper, 213M)",
+        flag="--config",
+        choices=PRESETS,
+    )
+    vocab_size: int = option(
+        4000, "shared SentencePiece BPE vocabulary size (paper: 37000 En-De, 32000 En-Fr)"
+    )
+    # Also the model's limit (TransformerConfig.max_length).
+    max_length: int = option(128, "longest sentence in subword pieces kept for training")
+    label_smoothing: float = option(0.1, "epsilon of label smoothing (paper: 0.1)")
+    dropout: float | None = option(
+        None, "override the preset's dropout (paper: 0.1 base, 0.3 big En-De)"
+    )
+    num_layers: int | None = option(
+        None, "override the preset's number of encoder and decoder layers (N)"
+    )
+    d_model: int | None = option(None, "override the preset's model width")
+    d_ff: int | None = option(None, "override the preset's feed-forward inner width")
+    num_heads: int | None = option(None, "override the preset's number of attention heads")
+    norm_position: str | None = option(
+        None,
+        "override the preset's LayerNorm placement: post (paper) or pre",
+        choices=NORM_POSITIONS,
+    )
+
+    def __post_init__(self) -> None:
+        check_choice("model", self.model, PRESETS)
+        check_int("vocab_size", self.vocab_size)
+        check_int("max_length", self.max_length)
+
+    def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
+        """The `TransformerConfig` of this run (the tokenizer's real vocab size wins)."""
+        overrides: dict[str, Any] = {
+            "max_length": self.max_length,
+            "label_smoothing": self.label_smoothing,
+        }
+        for name in PRESET_OVERRIDES:
+            if getattr(self, name) is not None:
+                overrides[name] = getattr(self, name)
+        return TransformerConfig.preset(self.model, vocab_size or self.vocab_size, **overrides)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The parallel text of a run: what `keras_transformer.data.corpus.read_split` reads as
+    its "train", "dev" and "test" splits."""
+
+    dataset: str = option(
+        "sample_en_de",
+        "sample_en_de | sample_en_fr (bundled) | wmt14_en_de | wmt14_en_fr (TFDS) | tsv:PATH "
+        "(source<TAB>target lines) | text:SRC,TGT (two files, one sentence a line); several "
+        "weighted corpora: SPEC@WEIGHT+SPEC@WEIGHT, e.g. sample_en_de+tsv:own.tsv@3 (an epoch "
+        "takes round(WEIGHT x size) pairs of each; dev and test: the first corpus's). Without "
+        "dev/test files, dev and test are carved off the train file (1% each, by normalized "
+        "source: no dev/test source is also in train)",
+    )
+    dev_dataset: str | None = option(
+        None,
+        "dev split read whole from this tsv:PATH or text:SRC,TGT (default: the dataset's own; "
+        "see also --dev-source/--dev-target)",
+    )
+    test_dataset: str | None = option(
+        None,
+        "test split read whole from this tsv:PATH or text:SRC,TGT (default: the dataset's own; "
+        "see also --test-source/--test-target)",
+    )
+    reverse: bool = option(
+        False,
+        "swap source and target of every split: translate target -> source language (e.g. "
+        "German -> English with sample_en_de); dev and test BLEU use the swapped references",
+    )
+    data_dir: str | None = option(None, "TFDS data directory for the WMT datasets")
+
+    def split_dataset(self, split: str) -> tuple[str, str]:
+        """`(dataset, split of it)` that the run reads as its "train", "dev" or "test" split:
+        an explicit `dev_dataset`/`test_dataset` is read whole ("all"), else `dataset`'s own
+        split (read both with `keras_transformer.data.corpus.read_split`)."""
+        explicit = {"train": None, "dev": self.dev_dataset, "test": self.test_dataset}
+        if split not in explicit:
+            raise ValueError(f"split must be train, dev or test. Received: split={split!r}")
+        return (self.dataset, split) if explicit[split] is None else (explicit[split], "all")
+
+
+@dataclass(frozen=True)
+class RecipeConfig:
+    """How the model learns (paper, section 5): the run's length, its batches and the
+    learning-rate schedule. A run's length is `train_steps`, else planned to a time budget
+    (`time_budget_minutes`, `training.budget`), else `DEFAULT_TRAIN_STEPS`
+    (`TrainingConfig.step_limit`)."""
+
+    # A resumed run continues up to this.
+    train_steps: int | None = option(
+        None,
+        "total optimizer updates (default: planned to --time-budget-minutes when there is a "
+        "budget, else 2000)",
+    )
+    # `train_minutes_for` resolves None. It counts this process's time: a resumed run gets
+    # the limit again; under multi_worker each worker counts its own (`AgreeToStop`).
+    train_minutes: float | None = option(
+        None,
+        "stop training before a step that would end past N minutes of wall clock (evaluations "
+        "included), even before --train-steps; then checkpoint, average, evaluate and export "
+        "as usual. Default: 9.5 for --config quick (the default command trains in at most ten "
+        "minutes on any CPU), no limit for the others; 0: no limit. With several workers the "
+        "first to reach it stops all of them after the same step",
+    )
+    # `budget_minutes_for` resolves None; ignored with `train_steps`.
+    time_budget_minutes: float | None = option(
+        None,
+        "the whole run's budget in minutes, from start to export, that a run without "
+        "--train-steps plans its steps to: it measures the step time after the first steps, "
+        "records the plan in MODEL_DIR/plan.json and decays the learning rate to zero at the "
+        "planned last step (a rerun follows the recorded plan). Default: 10 for --config "
+        "quick, none for the others; 0: none",
+    )
+    batch_tokens: int = option(
+        1536,
+        "padded source/target tokens per replica batch; global = this x replicas (paper: "
+        "25000 global)",
+    )
+    accumulate_steps: int = option(
+        1,
+        "average the gradients of K micro-batches into one update (gradient accumulation); "
+        "steps, schedule and intervals count updates, each of K x replicas x batch-tokens "
+        "tokens (paper's 25000 on one GPU: --batch-tokens 3125 --accumulate-steps 8)",
+    )
+    warmup_steps: int = option(
+        400, "linear warm-up steps of the learning-rate schedule (paper: 4000)"
+    )
+    learning_rate_scale: float = option(1.0, "constant factor on the paper's learning-rate formula")
+    cooldown_steps: int = option(
+        0,
+        "decay the learning rate linearly to zero over the last N of --train-steps (paper: 0, "
+        "its formula to the end)",
+    )
+    # None: `PLANNED_DECAY` for a planned run, else "rsqrt" (`TrainingConfig.resolved_decay`).
+    decay: str | None = option(
+        None,
+        "learning-rate decay after warm-up: rsqrt (paper: inverse square root), rsqrt_cooldown "
+        "(rsqrt, then linear to zero over the last 20% of the decay), linear (to zero at the "
+        "last step) or cosine (to zero at the last step). Default: linear for a run planned to "
+        "a time budget, rsqrt otherwise",
+        choices=DECAYS,
+    )
+    seed: int = option(1234, "random seed for weights, shuffling and dropout")
+
+    def __post_init__(self) -> None:
+        if self.train_steps is not None:
+            check_int("train_steps", self.train_steps)
+        for name in ("train_minutes", "time_budget_minutes"):
+            if getattr(self, name) is not None:
+                check_number(name, getattr(self, name), minimum=0)
+        for name in ("batch_tokens", "accumulate_steps", "warmup_steps"):
+            check_int(name, getattr(self, name))
+        check_int("cooldown_steps", self.cooldown_steps, minimum=0)
+        if self.cooldown_steps > (self.train_steps or DEFAULT_TRAIN_STEPS):
+            raise ValueError(
+                "cooldown_steps cannot exceed train_steps. Received: "
+                f"cooldown_steps={self.cooldown_steps}, train_steps={self.train_steps}"
+            )
+        if self.decay is not None:
+            check_choice("decay", self.decay, DECAYS)
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """The run's evaluations: dev BLEU while training (`eval_every_steps`) and test BLEU at
+    the end, whose beam search the export keeps (`TrainingConfig.eval_search`)."""
+
+    eval_beam_size: int = option(
+        SearchOptions.beam_size, "beam size of the final test-set evaluation (paper: 4)"
+    )
+    # None: `eval_alpha_for(model)`; 1.2 for quick: +0.9 dev BLEU over the paper's 0.6.
+    eval_alpha: float | None = option(
+        None,
+        "length penalty alpha of the final evaluation and the export; None: 1.2 for the quick "
+        "preset (chosen on the dev split), the paper's 0.6 for the others",
+    )
+    # None: the whole test split.
+    eval_limit: int | None = option(
+        None, "evaluate on the first N test pairs only (0: skip evaluation)"
+    )
+    eval_every_steps: int = option(
+        500,
+        "decode the dev subset every N steps: dev BLEU/chrF in the log, TensorBoard, "
+        "MODEL_DIR/dev_bleu.json and learning_curve.png (0: never)",
+    )
+    eval_dev_pairs: int = option(200, "size of the dev subset (the dev split's first pairs)")
+    eval_decode: str = option(
+        "greedy",
+        "how to decode the dev subset: greedy (cheap) or beam (--eval-beam-size, --eval-alpha)",
+        choices=EVAL_DECODES,
+    )
+    keep_best: bool = option(
+        False,
+        "keep the weights of the best dev BLEU (best.weights.h5); test BLEU and the export use "
+        "them instead of the averaged final weights",
+    )
+    early_stopping: int = option(
+        0, "stop after N dev evaluations in a row without a BLEU gain (0: never)"
+    )
+
+    def __post_init__(self) -> None:
+        if self.eval_alpha is not None:
+            check_number("eval_alpha", self.eval_alpha)
+        for name in ("eval_every_steps", "eval_dev_pairs", "early_stopping"):
+            check_int(name, getattr(self, name), minimum=0)
+        check_choice("eval_decode", self.eval_decode, EVAL_DECODES)
+        if (self.keep_best or self.early_stopping) and not self.eval_every_steps:
+            raise ValueError(
+                "keep_best and early_stopping need dev evaluations. Received: "
+                f"eval_every_steps=0, keep_best={self.keep_best}, "
+                f"early_stopping={self.early_stopping}"
+            )
+
+    def search(self, model: str) -> SearchOptions:
+        """The beam search of the evaluations and export of a run of preset `model`."""
+        alpha = eval_alpha_for(model, self.eval_alpha)
+        return SearchOptions(beam_size=self.eval_beam_size, alpha=alpha)
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """What a run starts from besides random weights (`training.warm_start`): another run's
+    weights, architecture and vocabulary (`init_from`; an architecture field left at its
+    default takes that run's value, another is refused; the optimizer starts fresh), an
+    existing vocabulary (`vocab`), and the parts left untrained (`freeze`)."""
+
+    init_from: str | None = option(
+        None,
+        "fine-tune RUN_DIR's final weights (or a run's .weights.h5 file) with its spm.model "
+        "and architecture: flags left at their defaults take the run's values, a conflicting "
+        "--config/--vocab-size/--d-model... is refused. The optimizer starts fresh and warm-up "
+        "runs again: fine-tuning usually wants a lower --learning-rate-scale and a small "
+        "--warmup-steps. A rerun resumes from MODEL_DIR's own checkpoints",
+    )
+    vocab: str | None = option(
+        None,
+        "an existing SentencePiece .model (ids 0 pad, 1 unk, 2 bos, 3 eos, as this tool trains "
+        "them) copied to MODEL_DIR/spm.model instead of training one; the vocabulary size is "
+        "its own (leave out --vocab-size)",
+    )
+    freeze: str | None = option(
+        None,
+        "leave untrained: encoder (its layers) or embeddings (the shared embedding matrix, "
+        "which is also the pre-softmax projection: the output layer is frozen too)",
+        choices=FREEZE_CHOICES,
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("init_from", "vocab"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be a path or None. Received: {name}={value!r}")
+        if self.freeze is not None:
+            check_choice("freeze", self.freeze, FREEZE_CHOICES)
+
+
+@dataclass(frozen=True)
+class DistributionConfig:
+    """Where and how the steps run: the `tf.distribute` strategy, its devices, the dtype
+    policy (`training.precision`), XLA and deterministic kernels."""
+
+    strategy: str = option(
+        "auto",
+        "tf.distribute strategy; auto = MirroredStrategy over all GPUs if several",
+        choices=STRATEGIES,
+    )
+    cpu_replicas: int = option(
+        0, "split the CPU into N logical devices (test MirroredStrategy without GPUs)"
+    )
+    mixed_precision: str = option(
+        "auto",
+        "compute dtype policy; logits and loss stay float32. auto: mixed_bfloat16 on a machine "
+        "without GPUs whose CPU has bfloat16 arithmetic (AVX512_BF16 or AMX; 1.27x faster "
+        "default command, same BLEU), else none (float32)",
+        choices=MIXED_PRECISION,
+    )
+    jit_compile: bool = option(False, "XLA-compile the train step")
+    # On a 2-core CPU runs reproduce bit for bit with or without it, at the same speed (tiny
+    # model: 1.28 s/step with it, 1.35 without, within the noise); on GPUs it makes reruns
+    # and resumed runs bit-identical, and can cost speed there.
+    deterministic: bool = option(
+        False,
+        "enable TF op determinism (deterministic GPU kernels); CPU runs are bit-reproducible "
+        "without it",
+    )
+
+    def __post_init__(self) -> None:
+        check_choice("strategy", self.strategy, STRATEGIES)
+        check_int("cpu_replicas", self.cpu_replicas, minimum=0)
+        check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The run's plumbing: its model directory, checkpoints (kept, averaged into the final
+    weights), logs, and how it survives preemption and non-finite batches."""
+
+    # Its layout (config, tokenizer, checkpoints, logs, final weights): `artifacts`.
+    model_dir: str = option(
+        "runs/sample_en_de", "output directory; an existing run there is resumed"
+    )
+    # 500: a validation pass over the bundled 609 dev pairs costs about 6 s on a 2-core CPU,
+    # 2 of the default run's 15 minutes at 100.
+    steps_per_epoch: int = option(500, "steps between dev-set evaluations (a Keras epoch)")
+    checkpoint_every_steps: int = option(100, "checkpoint interval in steps")
+    checkpoint_every_minutes: float = option(
+        10.0, "checkpoint interval in minutes (whichever comes first)"
+    )
+    # 30: the usual cloud notice (`training.preemption`).
+    preemption_grace_seconds: float = option(
+        30.0,
+        "on SIGTERM (a preempted machine) or SIGINT (Ctrl-C): finish the update in flight, "
+        "write a checkpoint and exit with status 143 within N seconds (a watchdog exits with "
+        "143 if a step outlasts it); rerun the same command to resume",
+    )
+    keep_checkpoints: int = option(5, "checkpoints kept on disk")
+    average_last: int = option(
+        5, "average the last K checkpoints into the final weights (paper: 5/20)"
+    )
+    log_every_steps: int = option(20, "TensorBoard scalar interval (loss, lr, accuracy, tokens/s)")
+    skip_nonfinite_batches: int = option(
+        0,
+        "skip (do not apply, log) up to N batches with a non-finite loss or gradient in the "
+        "whole run; 0: stop at the first",
+    )
+
+    def __post_init__(self) -> None:
+        for name in (
+            "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last",
+            "log_every_steps",
+        ):  # fmt: skip
+            check_int(name, getattr(self, name))
+        check_int("skip_nonfinite_batches", self.skip_nonfinite_batches, minimum=0)
+        check_number("checkpoint_every_minutes", self.checkpoint_every_minutes, above=0)
+        check_number("preemption_grace_seconds", self.preemption_grace_seconds, above=0)
+        if self.average_last > self.keep_checkpoints:
+            raise ValueError(
+                "average_last cannot exceed keep_checkpoints. Received: "
+                f"average_last={self.average_last}, keep_checkpoints={self.keep_checkpoints}"
+            )
 
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    """The training recipe (paper, section 5) and the run's plumbing.
+    """A training run in sections: the model, its data, the recipe (paper, section 5), the
+    evaluations, the warm start, the devices and the run's plumbing. Each field's meaning is
+    written once, as its `help` (`option`), which is also its flag's help.
+
+        cfg = TrainingConfig.from_flat(model="tiny", train_steps=1200)  # the flags' names
+        cfg.recipe.train_steps, cfg.run.model_dir                       # read by section
 
     Defaults train the `quick` model on the bundled En-De corpus in about ten minutes on a
     2-core CPU. They come from a measured comparison (benchmarks/results/recipe_study.md, equal
@@ -353,273 +717,92 @@ class TrainingConfig:
     `model="base", batch_tokens=25000` (global, over 8 GPUs), `warmup_steps=4000,
     train_steps=100_000, average_last=5`.
 
-    Args:
-        model: preset name of the `TransformerConfig` ("quick", "tiny", "base", "big").
-        dataset: "sample_en_de", "sample_en_fr", "wmt14_en_de", "wmt14_en_fr", "tsv:PATH",
-            "text:SRC,TGT" (two aligned files), or a weighted mix of these for training,
-            "SPEC@WEIGHT+SPEC@WEIGHT..." (`keras_transformer.data.corpus`).
-        dev_dataset, test_dataset: a "tsv:PATH" or "text:SRC,TGT" read whole as the dev or
-            test split (None: the dataset's own split, or its carve-off; a mix's first
-            corpus's).
-        reverse: swap source and target of every split (German -> English from En-De).
-        model_dir: where config, tokenizer, checkpoints, logs and final weights go.
-        train_steps: optimizer updates in all (a resumed run continues up to this). None:
-            planned to `time_budget_minutes` when there is a budget (`training.budget`),
-            else `DEFAULT_TRAIN_STEPS` (2000).
-        train_minutes: stop training (`model.fit`, evaluations included) before a step that
-            would end past this many minutes of wall clock, even before `train_steps`; the
-            run then finishes as usual (checkpoint, averaging, test BLEU, export). It counts
-            this process's time: a resumed run gets the limit again. None:
-            `train_minutes_for(model)`, `QUICK_TRAIN_MINUTES` (9.5) for the quick preset, no
-            limit for the others; 0: no limit. Under the multi_worker strategy each worker
-            counts its own time and the first to reach the limit stops all of them after the
-            same update.
-        time_budget_minutes: the whole run's budget (from the process's start to the
-            export) that a run without `train_steps` plans its steps to: after warm-up it
-            measures the step time, records the plan in `MODEL_DIR/plan.json` and decays the
-            learning rate to zero at the planned last step (`decay`); a resumed run follows
-            the recorded plan. None: `budget_minutes_for(model)`, `QUICK_BUDGET_MINUTES` (10)
-            for the quick preset, none for the others; 0: none. Ignored with `train_steps`.
-        vocab_size: pieces of the shared SentencePiece BPE vocabulary.
-        batch_tokens: padded source (and target) tokens per replica batch.
-        accumulate_steps: micro-batches whose gradients are averaged into one optimizer update
-            (gradient accumulation: the paper's 25000-token batches on one or two GPUs). Steps,
-            the learning-rate schedule and every interval count updates; an update sees
-            `accumulate_steps` x replicas x `batch_tokens` tokens.
-        max_length: longest sentence in pieces kept for training (and the model's limit).
-        warmup_steps: of the learning-rate schedule.
-        learning_rate_scale: constant factor on the paper's schedule.
-        cooldown_steps: decay the rate linearly to zero over the last `cooldown_steps` of
-            `train_steps` (0: the paper's schedule to the end).
-        decay: the learning rate's decay after warm-up (`training.schedule`): "rsqrt" (the
-            paper's inverse square root), "rsqrt_cooldown", "linear" or "cosine" (the last
-            three end at the run's last step). None: `PLANNED_DECAY` for a run planned to a
-            budget, the paper's "rsqrt" otherwise.
-        label_smoothing: eps_ls.
-        dropout: overrides the preset's P_drop if set.
-        num_layers, d_model, d_ff, num_heads, norm_position: override the preset's if set.
-        strategy: "auto" (MirroredStrategy over all GPUs, else default), "mirrored",
-            "one_device", "multi_worker" (TF_CONFIG).
-        cpu_replicas: split the CPU into this many logical devices (to test MirroredStrategy).
-        mixed_precision: "auto", "none", "mixed_bfloat16" or "mixed_float16". "auto":
-            "mixed_bfloat16" on a machine without GPUs whose CPU has bfloat16 arithmetic
-            (AVX512_BF16 or AMX: the default command 1.27x faster at the same test BLEU on a
-            2-core AMX Xeon), "none" elsewhere (`training.precision`).
-        jit_compile: XLA-compile the train step.
-        steps_per_epoch: steps between validation passes and Keras epoch logs (500, with the
-            dev BLEU of `eval_every_steps`: a validation pass over the bundled 609 dev pairs
-            costs about 6 s on a 2-core CPU, 2 of the default run's 15 minutes at 100).
-        checkpoint_every_steps / checkpoint_every_minutes: checkpoint when either is reached.
-        preemption_grace_seconds: on SIGTERM or SIGINT the run finishes its update, writes a
-            checkpoint and exits (status 143) within this many seconds, else a watchdog ends
-            it with the same status (`training.preemption`); 30: the usual cloud notice.
-        keep_checkpoints: checkpoints kept on disk.
-        average_last: checkpoints averaged into the final weights (paper: 5 base, 20 big).
-        log_every_steps: TensorBoard scalars interval.
-        seed: for weights, shuffling and dropout.
-        eval_beam_size, eval_alpha, eval_limit: BLEU evaluation on the test split at the end
-            (eval_limit=0: no evaluation; None: the whole split). The export translates with
-            the same beam and alpha. eval_alpha None: `eval_alpha_for(model)`, 1.2 for the
-            quick preset (chosen on the dev split: +0.9 BLEU over the paper's 0.6), the
-            paper's 0.6 for the others.
-        eval_every_steps: decode a fixed dev subset every N steps and log dev BLEU/chrF,
-            `MODEL_DIR/dev_bleu.json` and `learning_curve.png` (0: never).
-        eval_dev_pairs: size of that subset (the dev split's first pairs).
-        eval_decode: "greedy" (cheap) or "beam" (eval_beam_size, eval_alpha) for it.
-        keep_best: keep the weights of the best dev BLEU (`best.weights.h5`) and evaluate and
-            export those instead of the averaged final weights.
-        early_stopping: stop after N dev evaluations without a BLEU gain (0: never).
-        data_dir: TFDS data directory for WMT.
-        skip_nonfinite_batches: batches with a non-finite loss or gradient that may be skipped
-            (not applied, logged) in the whole run before it stops with an error; 0: stop at
-            the first.
-        deterministic: `tf.config.experimental.enable_op_determinism()` (deterministic
-            kernels, an error for ops without one). CPU runs here reproduce bit for bit with
-            or without it, at the same speed (tiny model, 2 cores: 1.28 s/step with it, 1.35
-            s/step without, within the noise); on GPUs it is what makes reruns and resumed
-            runs bit-identical, and it can cost speed there.
-        init_from: fine-tune: a run directory (its `final.weights.h5`) or a `.weights.h5`
-            file of a run; the run's spm.model and architecture are reused (an architecture
-            field left at its default takes the run's value, another is refused) and its
-            weights loaded before the first step of a run without checkpoints of its own. The
-            optimizer starts fresh (warm-up again). See `training.warm_start`.
-        vocab: an existing SentencePiece `.model` (this project's special ids) copied into
-            model_dir instead of training one; vocab_size is its piece count.
-        freeze: leave "encoder" (its layers) or "embeddings" (the shared embedding matrix, so
-            also the pre-softmax projection) untrained; None trains everything.
+    The flat names (`to_flat`) are those of `MODEL_DIR/training_config.json`, which a rerun
+    compares with its own (`training.preflight`).
     """
 
-    model: str = "quick"
-    dataset: str = "sample_en_de"
-    dev_dataset: str | None = None
-    test_dataset: str | None = None
-    reverse: bool = False
-    model_dir: str = "runs/sample_en_de"
-    train_steps: int | None = None
-    train_minutes: float | None = None
-    time_budget_minutes: float | None = None
-    vocab_size: int = 4000
-    batch_tokens: int = 1536
-    accumulate_steps: int = 1
-    max_length: int = 128
-    warmup_steps: int = 400
-    learning_rate_scale: float = 1.0
-    cooldown_steps: int = 0
-    decay: str | None = None
-    label_smoothing: float = 0.1
-    dropout: float | None = None
-    num_layers: int | None = None
-    d_model: int | None = None
-    d_ff: int | None = None
-    num_heads: int | None = None
-    norm_position: str | None = None
-    strategy: str = "auto"
-    cpu_replicas: int = 0
-    mixed_precision: str = "auto"
-    jit_compile: bool = False
-    steps_per_epoch: int = 500
-    checkpoint_every_steps: int = 100
-    checkpoint_every_minutes: float = 10.0
-    preemption_grace_seconds: float = 30.0
-    keep_checkpoints: int = 5
-    average_last: int = 5
-    log_every_steps: int = 20
-    seed: int = 1234
-    eval_beam_size: int = SearchOptions.beam_size
-    eval_alpha: float | None = None
-    eval_limit: int | None = None
-    eval_every_steps: int = 500
-    eval_dev_pairs: int = 200
-    eval_decode: str = "greedy"
-    keep_best: bool = False
-    early_stopping: int = 0
-    data_dir: str | None = None
-    skip_nonfinite_batches: int = 0
-    deterministic: bool = False
-    init_from: str | None = None
-    vocab: str | None = None
-    freeze: str | None = None
+    architecture: ArchitectureConfig = _section(ArchitectureConfig, "model")
+    data: DataConfig = _section(DataConfig, "data")
+    recipe: RecipeConfig = _section(RecipeConfig, "recipe (paper, section 5)")
+    evaluation: EvaluationConfig = _section(EvaluationConfig, "evaluation")
+    warm_start: WarmStartConfig = _section(WarmStartConfig, "warm start")
+    distribution: DistributionConfig = _section(DistributionConfig, "devices")
+    run: RunConfig = _section(RunConfig, "run")
 
     def __post_init__(self) -> None:
-        if self.train_steps is not None:
-            _check_positive_int("train_steps", self.train_steps)
-        for name in (
-            "vocab_size",
-            "batch_tokens",
-            "accumulate_steps",
-            "max_length",
-            "warmup_steps",
-            "steps_per_epoch",
-            "checkpoint_every_steps",
-            "keep_checkpoints",
-            "average_last",
-            "log_every_steps",
-        ):
-            _check_positive_int(name, getattr(self, name))
-        if self.strategy not in STRATEGIES:
-            raise ValueError(
-                f"strategy must be one of {STRATEGIES}. Received: strategy={self.strategy!r}"
-            )
-        if self.mixed_precision not in MIXED_PRECISION:
-            raise ValueError(
-                f"mixed_precision must be one of {MIXED_PRECISION}. "
-                f"Received: mixed_precision={self.mixed_precision!r}"
-            )
-        if self.average_last > self.keep_checkpoints:
-            raise ValueError(
-                "average_last cannot exceed keep_checkpoints. Received: "
-                f"average_last={self.average_last}, keep_checkpoints={self.keep_checkpoints}"
-            )
-        if self.batch_tokens < self.max_length:
+        """The checks across sections (each section checks its own fields)."""
+        recipe, devices = self.recipe, self.distribution
+        if recipe.batch_tokens < self.architecture.max_length:
             raise ValueError(
                 "batch_tokens must be >= max_length. Received: "
-                f"batch_tokens={self.batch_tokens}, max_length={self.max_length}"
+                f"batch_tokens={recipe.batch_tokens}, max_length={self.architecture.max_length}"
             )
-        for name in (
-            "skip_nonfinite_batches",
-            "cooldown_steps",
-            "eval_every_steps",
-            "eval_dev_pairs",
-            "early_stopping",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0. Received: {name}={value!r}")
-        if self.cooldown_steps > (self.train_steps or DEFAULT_TRAIN_STEPS):
-            raise ValueError(
-                "cooldown_steps cannot exceed train_steps. Received: "
-                f"cooldown_steps={self.cooldown_steps}, train_steps={self.train_steps}"
-            )
-        if self.accumulate_steps > 1 and self.mixed_precision == "mixed_float16":
+        if recipe.accumulate_steps > 1 and devices.mixed_precision == "mixed_float16":
             raise ValueError(
                 "accumulate_steps > 1 is not supported with mixed_float16 (its loss-scale "
                 "optimizer); use mixed_bfloat16. Received: "
-                f"accumulate_steps={self.accumulate_steps}, mixed_precision='mixed_float16'"
+                f"accumulate_steps={recipe.accumulate_steps}, mixed_precision='mixed_float16'"
             )
-        if self.eval_alpha is not None and (
-            isinstance(self.eval_alpha, bool) or not isinstance(self.eval_alpha, (int, float))
-        ):
-            raise ValueError(
-                f"eval_alpha must be a number or None. Received: eval_alpha={self.eval_alpha!r}"
-            )
-        self._check_train_minutes()
-        if self.decay is not None:
-            check_choice("decay", self.decay, DECAYS)
-        if self.time_budget_minutes is not None:
-            check_number("time_budget_minutes", self.time_budget_minutes, minimum=0)
-        if self.planned() and self.strategy == "multi_worker":
+        if self.planned() and devices.strategy == "multi_worker":
             raise ValueError(
                 "A run planned to a time budget needs one process: give --train-steps under "
                 "multi_worker. Received: strategy='multi_worker', train_steps=None, "
-                f"time_budget_minutes={self.time_budget_minutes!r}"
+                f"time_budget_minutes={recipe.time_budget_minutes!r}"
             )
-        if self.eval_decode not in EVAL_DECODES:
-            raise ValueError(
-                f"eval_decode must be one of {EVAL_DECODES}. "
-                f"Received: eval_decode={self.eval_decode!r}"
-            )
-        if (self.keep_best or self.early_stopping) and not self.eval_every_steps:
-            raise ValueError(
-                "keep_best and early_stopping need dev evaluations. Received: "
-                f"eval_every_steps=0, keep_best={self.keep_best}, "
-                f"early_stopping={self.early_stopping}"
-            )
-        if self.cpu_replicas < 0 or self.checkpoint_every_minutes <= 0:
-            raise ValueError(
-                "cpu_replicas must be >= 0 and checkpoint_every_minutes > 0. Received: "
-                f"cpu_replicas={self.cpu_replicas}, "
-                f"checkpoint_every_minutes={self.checkpoint_every_minutes}"
-            )
-        grace = self.preemption_grace_seconds
-        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace > 0:
-            raise ValueError(
-                "preemption_grace_seconds must be a number > 0. Received: "
-                f"preemption_grace_seconds={grace!r}"
-            )
-        for name in ("init_from", "vocab"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{name} must be a path or None. Received: {name}={value!r}")
-        if self.freeze is not None:
-            check_choice("freeze", self.freeze, FREEZE_CHOICES)
 
-    def _check_train_minutes(self) -> None:
-        value = self.train_minutes
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(
-                f"train_minutes must be a number >= 0 or None. Received: train_minutes={value!r}"
-            )
+    # Flat names ----------------------------------------------------------------------------
+
+    @classmethod
+    def flat_fields(cls) -> list[tuple[dataclasses.Field, dataclasses.Field]]:
+        """`(section, field)` of every field of every section, in order. A field's name is
+        its flat name: unique across sections, the name of `from_flat`, `to_flat`,
+        `training_config.json` and (`-` for `_`) the flag."""
+        return [
+            (section, field)
+            for section in dataclasses.fields(cls)
+            for field in dataclasses.fields(section.default_factory)
+        ]
+
+    @classmethod
+    def from_flat(cls, **values: Any) -> TrainingConfig:
+        """The config of flat field names (defaults for the others), each routed to its
+        section: `TrainingConfig.from_flat(model="tiny", train_steps=1200)`, or a run's
+        `training_config.json`. A name no section has is a ValueError naming it."""
+        sections = {section.name: {} for section in dataclasses.fields(cls)}
+        for section, field in cls.flat_fields():
+            if field.name in values:
+                sections[section.name][field.name] = values.pop(field.name)
+        if values:
+            raise ValueError(f"Unknown TrainingConfig fields: {sorted(values)}")
+        return cls(
+            **{
+                section.name: section.default_factory(**sections[section.name])
+                for section in dataclasses.fields(cls)
+            }
+        )
+
+    def to_flat(self) -> dict[str, Any]:
+        """`{flat name: value}` of every field (what `training_config.json` holds)."""
+        return {
+            field.name: getattr(getattr(self, section.name), field.name)
+            for section, field in self.flat_fields()
+        }
+
+    def replace(self, **changes: Any) -> TrainingConfig:
+        """A copy with some fields changed, by flat name (validated again)."""
+        return self.from_flat(**{**self.to_flat(), **changes})
+
+    # What the sections decide together -----------------------------------------------------
 
     def budget_seconds(self) -> float | None:
         """The budget the run plans its steps to (seconds), or None: a run with
         `train_steps`, without a budget, or under multi_worker without an explicit one."""
-        if self.train_steps is not None:
+        recipe = self.recipe
+        if recipe.train_steps is not None:
             return None
-        if self.strategy == "multi_worker" and self.time_budget_minutes is None:
+        if self.distribution.strategy == "multi_worker" and recipe.time_budget_minutes is None:
             return None  # one process measures and plans: the workers could not agree
-        minutes = budget_minutes_for(self.model, self.time_budget_minutes)
+        minutes = budget_minutes_for(self.architecture.model, recipe.time_budget_minutes)
         return minutes * 60.0 if minutes > 0 else None
 
     def planned(self) -> bool:
@@ -629,45 +812,24 @@ class TrainingConfig:
     def step_limit(self) -> int:
         """The most updates the run may make: `train_steps`, a planned run's bound before
         its plan (budget / `MIN_STEP_SECONDS`), else `DEFAULT_TRAIN_STEPS`."""
-        if self.train_steps is not None:
-            return self.train_steps
+        if self.recipe.train_steps is not None:
+            return self.recipe.train_steps
         budget = self.budget_seconds()
         return int(budget / MIN_STEP_SECONDS) if budget else DEFAULT_TRAIN_STEPS
 
     def resolved_decay(self) -> str:
         """`decay`, or its default: `PLANNED_DECAY` when planned, the paper's "rsqrt"."""
-        if self.decay is not None:
-            return self.decay
+        if self.recipe.decay is not None:
+            return self.recipe.decay
         return PLANNED_DECAY if self.planned() else "rsqrt"
 
     def time_limit_seconds(self) -> float | None:
         """The run's limit on training time in seconds (`train_minutes`, resolved by
         `train_minutes_for`), or None without one."""
-        minutes = train_minutes_for(self.model, self.train_minutes)
+        minutes = train_minutes_for(self.architecture.model, self.recipe.train_minutes)
         return minutes * 60.0 if minutes > 0 else None
 
     def eval_search(self) -> SearchOptions:
         """The beam search of the run's evaluations and export (`eval_beam_size`,
         `eval_alpha`; None: `eval_alpha_for(model)`)."""
-        alpha = eval_alpha_for(self.model, self.eval_alpha)
-        return SearchOptions(beam_size=self.eval_beam_size, alpha=alpha)
-
-    def split_dataset(self, split: str) -> tuple[str, str]:
-        """`(dataset, split of it)` that the run reads as its "train", "dev" or "test" split:
-        an explicit `dev_dataset`/`test_dataset` is read whole ("all"), else `dataset`'s own
-        split (read both with `keras_transformer.data.corpus.read_split`)."""
-        explicit = {"train": None, "dev": self.dev_dataset, "test": self.test_dataset}
-        if split not in explicit:
-            raise ValueError(f"split must be train, dev or test. Received: split={split!r}")
-        return (self.dataset, split) if explicit[split] is None else (explicit[split], "all")
-
-    def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
-        """The `TransformerConfig` of this run (the tokenizer's real vocab size wins)."""
-        overrides: dict[str, Any] = {
-            "max_length": self.max_length,
-            "label_smoothing": self.label_smoothing,
-        }
-        for name in ("dropout", "num_layers", "d_model", "d_ff", "num_heads", "norm_position"):
-            if getattr(self, name) is not None:
-                overrides[name] = getattr(self, name)
-        return TransformerConfig.preset(self.model, vocab_size or self.vocab_size, **overrides)
+        return self.evaluation.search(self.architecture.model)

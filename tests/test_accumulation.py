@@ -32,11 +32,11 @@ def test_bad_accumulate_steps_is_named(value):
     from keras_transformer.training.nonfinite import SkipNonFiniteAdam
 
     with pytest.raises(ValueError, match=f"accumulate_steps={value!r}"):
-        TrainingConfig(accumulate_steps=value)
+        TrainingConfig.from_flat(accumulate_steps=value)
     with pytest.raises(ValueError, match="accumulate_steps"):
         SkipNonFiniteAdam(accumulate_steps=value)
     with pytest.raises(ValueError, match="mixed_float16"):
-        TrainingConfig(accumulate_steps=2, mixed_precision="mixed_float16")
+        TrainingConfig.from_flat(accumulate_steps=2, mixed_precision="mixed_float16")
 
 
 def _model(accumulate):
@@ -50,7 +50,8 @@ def _model(accumulate):
         VOCAB, num_layers=1, d_model=16, d_ff=32, num_heads=2, dropout=0.0, max_length=16
     )
     model = build_transformer(config)
-    compile_model(model, config, TrainingConfig(warmup_steps=4, accumulate_steps=accumulate))
+    cfg = TrainingConfig.from_flat(warmup_steps=4, accumulate_steps=accumulate)
+    compile_model(model, config, cfg)
     return model
 
 

@@ -207,16 +207,16 @@ def test_training_config_plans_only_without_train_steps():
     default = TrainingConfig()
     assert default.planned() and default.budget_seconds() == 600.0
     assert default.resolved_decay() == PLANNED_DECAY
-    explicit = TrainingConfig(train_steps=300)
+    explicit = TrainingConfig.from_flat(train_steps=300)
     assert not explicit.planned() and explicit.step_limit() == 300
     assert explicit.resolved_decay() == "rsqrt"  # today's behaviour
-    assert not TrainingConfig(model="tiny").planned()
-    assert TrainingConfig(model="tiny").step_limit() == DEFAULT_TRAIN_STEPS
-    assert TrainingConfig(model="base", time_budget_minutes=30).budget_seconds() == 1800
-    assert not TrainingConfig(time_budget_minutes=0).planned()
+    assert not TrainingConfig.from_flat(model="tiny").planned()
+    assert TrainingConfig.from_flat(model="tiny").step_limit() == DEFAULT_TRAIN_STEPS
+    assert TrainingConfig.from_flat(model="base", time_budget_minutes=30).budget_seconds() == 1800
+    assert not TrainingConfig.from_flat(time_budget_minutes=0).planned()
     with pytest.raises(ValueError, match="time_budget_minutes=-1"):
-        TrainingConfig(time_budget_minutes=-1)
+        TrainingConfig.from_flat(time_budget_minutes=-1)
     with pytest.raises(ValueError, match="strategy='multi_worker'"):
-        TrainingConfig(strategy="multi_worker", time_budget_minutes=5)
+        TrainingConfig.from_flat(strategy="multi_worker", time_budget_minutes=5)
     # Under multi_worker the quick preset keeps today's 2000 steps (one process plans).
-    assert TrainingConfig(strategy="multi_worker").step_limit() == DEFAULT_TRAIN_STEPS
+    assert TrainingConfig.from_flat(strategy="multi_worker").step_limit() == DEFAULT_TRAIN_STEPS

@@ -106,8 +106,8 @@ def test_bad_arguments_name_the_value(kwargs, message, tmp_path):
 
 def test_training_config_checks_the_dev_flags():
     with pytest.raises(ValueError, match="eval_every_steps=0"):
-        TrainingConfig(eval_every_steps=0, keep_best=True)
+        TrainingConfig.from_flat(eval_every_steps=0, keep_best=True)
     with pytest.raises(ValueError, match="eval_decode='sampled'"):
-        TrainingConfig(eval_decode="sampled")
+        TrainingConfig.from_flat(eval_decode="sampled")
     with pytest.raises(ValueError, match="early_stopping=-2"):
-        TrainingConfig(early_stopping=-2)
+        TrainingConfig.from_flat(early_stopping=-2)

@@ -47,6 +47,6 @@ def test_cpu_flags_reads_the_first_processor_of_x86_and_arm_cpuinfo(tmp_path):
 
 
 def test_training_config_defaults_to_auto_and_names_a_bad_policy():
-    assert TrainingConfig().mixed_precision == "auto"
+    assert TrainingConfig().distribution.mixed_precision == "auto"
     with pytest.raises(ValueError, match="mixed_precision='bfloat16'"):
-        TrainingConfig(mixed_precision="bfloat16")
+        TrainingConfig.from_flat(mixed_precision="bfloat16")

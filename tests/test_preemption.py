@@ -18,10 +18,10 @@ import time
 import keras
 import numpy as np
 import pytest
-from test_long_runs import ENV, max_abs_difference, run, train_command, write_tsv
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
+from keras_transformer.testing.runs import ENV, max_abs_difference, run, train_command, write_tsv
 from keras_transformer.training import checkpoints
 from keras_transformer.training.callbacks import PeriodicCheckpoint
 from keras_transformer.training.errors import PREEMPTED_STATUS, PreemptedError
@@ -129,9 +129,9 @@ def test_grace_period_over_exits_with_the_preempted_status(tmp_path):
 
 def test_grace_period_is_checked():
     with pytest.raises(ValueError, match="preemption_grace_seconds=0"):
-        TrainingConfig(preemption_grace_seconds=0)
+        TrainingConfig.from_flat(preemption_grace_seconds=0)
     with pytest.raises(ValueError, match="preemption_grace_seconds='30'"):
-        TrainingConfig(preemption_grace_seconds="30")
+        TrainingConfig.from_flat(preemption_grace_seconds="30")
 
 
 LAUNCHED = textwrap.dedent(

@@ -32,17 +32,19 @@ def test_quick_preset_parameter_count():
 
 
 def test_training_config_defaults_build_quick():
-    cfg = TrainingConfig()
-    assert cfg.model == "quick"
-    config = cfg.model_config()
+    architecture = TrainingConfig().architecture
+    assert architecture.model == "quick"
+    config = architecture.model_config()
     assert config == TransformerConfig.quick(
-        cfg.vocab_size, max_length=cfg.max_length, label_smoothing=cfg.label_smoothing
+        architecture.vocab_size,
+        max_length=architecture.max_length,
+        label_smoothing=architecture.label_smoothing,
     )
     assert config.norm_position == "pre" and config.dropout == 0.0
     # The preset's dropout and norm position stay overridable, and tiny keeps its own.
-    assert TrainingConfig(dropout=0.1).model_config().dropout == 0.1
-    assert TrainingConfig(model="tiny").model_config().norm_position == "post"
-    assert TrainingConfig(model="tiny").model_config().dropout == 0.1
+    assert TrainingConfig.from_flat(dropout=0.1).architecture.model_config().dropout == 0.1
+    tiny = TrainingConfig.from_flat(model="tiny").architecture.model_config()
+    assert tiny.norm_position == "post" and tiny.dropout == 0.1
 
 
 def test_train_command_defaults_to_quick():
@@ -50,7 +52,8 @@ def test_train_command_defaults_to_quick():
 
     parser = train.build_parser()
     assert train.training_config(parser.parse_args([])) == TrainingConfig()
-    assert train.training_config(parser.parse_args(["--config", "tiny"])).model == "tiny"
+    tiny = train.training_config(parser.parse_args(["--config", "tiny"]))
+    assert tiny.architecture.model == "tiny"
     with pytest.raises(SystemExit):
         parser.parse_args(["--config", "huge"])
 
@@ -60,15 +63,15 @@ def test_quick_runs_evaluate_with_their_own_length_penalty():
 
     paper = SearchOptions().alpha
     assert paper == 0.6 and QUICK_EVAL_ALPHA == 1.2
-    assert TrainingConfig().eval_alpha is None
+    assert TrainingConfig().evaluation.eval_alpha is None
     assert TrainingConfig().eval_search() == SearchOptions(alpha=QUICK_EVAL_ALPHA)
     for model in ("tiny", "base", "big"):  # the paper's presets keep the paper's inference
-        assert TrainingConfig(model=model).eval_search() == SearchOptions()
-    given = TrainingConfig(eval_alpha=0.3, eval_beam_size=2).eval_search()
+        assert TrainingConfig.from_flat(model=model).eval_search() == SearchOptions()
+    given = TrainingConfig.from_flat(eval_alpha=0.3, eval_beam_size=2).eval_search()
     assert (given.alpha, given.beam_size) == (0.3, 2)
-    assert TrainingConfig(model="base", eval_alpha=1.0).eval_search().alpha == 1.0
+    assert TrainingConfig.from_flat(model="base", eval_alpha=1.0).eval_search().alpha == 1.0
     with pytest.raises(ValueError, match="eval_alpha='high'"):
-        TrainingConfig(eval_alpha="high")
+        TrainingConfig.from_flat(eval_alpha="high")
 
 
 @pytest.mark.parametrize(
@@ -100,14 +103,15 @@ def test_commands_default_to_the_alpha_of_the_run_they_load(tmp_path, run, expec
 def test_train_command_exports_with_the_evaluated_search(monkeypatch):
     """The train command's export translates with the beam and alpha its test BLEU used."""
     from keras_transformer.cli import train
+    from keras_transformer.runner import Runner
     from keras_transformer.serving import export
 
     seen = {}
     monkeypatch.setattr(export, "export_savedmodel", lambda *a, **k: seen.update(k) or "EXPORTED")
     cfg = train.training_config(train.build_parser().parse_args(["--eval-beam-size", "3"]))
     monkeypatch.setattr(train, "training_config", lambda args: cfg)
-    monkeypatch.setattr(train, "final_weights", lambda cfg: "W")
-    monkeypatch.setattr(train, "_finish_summary", lambda cfg, summary, weights: {})
+    monkeypatch.setattr(Runner, "final_weights", lambda self: "W")
+    monkeypatch.setattr(Runner, "write_summary", lambda self, summary, weights: None)
     monkeypatch.setattr(
         "keras_transformer.training.trainer.train",
         lambda cfg, callbacks, reserve=None: {
@@ -118,7 +122,6 @@ def test_train_command_exports_with_the_evaluated_search(monkeypatch):
             "step_seconds": 1.0,
         },  # fmt: skip
     )
-    monkeypatch.setattr(train, "dev_bleu_callbacks", lambda cfg: [])
     args = train.build_parser().parse_args(["--export-dir", "/tmp/unused"])
     assert train.train(args) == 0
     assert seen["search"] == cfg.eval_search()
@@ -132,18 +135,20 @@ def test_quick_runs_train_under_a_time_limit():
     assert TrainingConfig().time_limit_seconds() == QUICK_TRAIN_MINUTES * 60
     for model in ("tiny", "base", "big"):
         assert train_minutes_for(model) == 0
-        assert TrainingConfig(model=model).time_limit_seconds() is None
-    assert TrainingConfig(train_minutes=0).time_limit_seconds() is None
-    assert TrainingConfig(model="base", train_minutes=2.5).time_limit_seconds() == 150
+        assert TrainingConfig.from_flat(model=model).time_limit_seconds() is None
+    assert TrainingConfig.from_flat(train_minutes=0).time_limit_seconds() is None
+    assert TrainingConfig.from_flat(model="base", train_minutes=2.5).time_limit_seconds() == 150
     # Multi-worker runs keep the limit: `AgreeToStop` stops every worker after the same update.
-    assert TrainingConfig(strategy="multi_worker", train_minutes=3).time_limit_seconds() == 180
+    several = TrainingConfig.from_flat(strategy="multi_worker", train_minutes=3)
+    assert several.time_limit_seconds() == 180
     for bad in (-1, "5", True, float("nan")):
         with pytest.raises(ValueError, match=r"train_minutes="):
-            TrainingConfig(train_minutes=bad)
+            TrainingConfig.from_flat(train_minutes=bad)
     from keras_transformer.cli import train
 
     parser = train.build_parser()
-    assert train.training_config(parser.parse_args(["--train-minutes", "0.5"])).train_minutes == 0.5
+    cfg = train.training_config(parser.parse_args(["--train-minutes", "0.5"]))
+    assert cfg.recipe.train_minutes == 0.5
 
 
 def _fit_under_fake_clock(limit: float, pause_after_step: int, pause: float) -> int:
@@ -195,7 +200,7 @@ def test_train_command_stops_at_its_time_limit_and_finishes_the_run(tmp_path):
     after one step, which is still checkpointed, averaged and summarized."""
     import json
 
-    from test_long_runs import run, train_command, write_tsv
+    from keras_transformer.testing.runs import run, train_command, write_tsv
 
     tsv = tmp_path / "pairs.tsv"
     write_tsv(tsv, n=60)

@@ -50,8 +50,8 @@ SCRIPT = textwrap.dedent(
 
     keras.utils.set_random_seed(0)
     initial = build_transformer(config).get_weights()
-    cfg = TrainingConfig(warmup_steps=4, batch_tokens=64, max_length=16,
-                         accumulate_steps=accumulate, train_steps=updates)
+    cfg = TrainingConfig.from_flat(warmup_steps=4, batch_tokens=64, max_length=16,
+                                   accumulate_steps=accumulate, train_steps=updates)
     result = {}
     strategies = {
         "one_device": tf.distribute.get_strategy(),
@@ -110,9 +110,8 @@ def test_eight_replicas_update_like_one_device_with_the_eight_times_batch(accumu
 
 @pytest.mark.slow
 def test_train_wmt_with_eight_cpu_replicas_says_so_in_its_log_and_checkpoints(tmp_path):
-    from test_long_runs import ENV, train_command, write_tsv
-
     from keras_transformer import artifacts
+    from keras_transformer.testing.runs import ENV, train_command, write_tsv
     from keras_transformer.training.checkpoints import checkpoint_run
 
     write_tsv(tmp_path / "pairs.tsv")

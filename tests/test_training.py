@@ -14,13 +14,13 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_backends import BACKEND_ENV, require
-from test_long_runs import write_tsv
 
 from keras_transformer.artifacts import list_checkpoints
 from keras_transformer.data.pipeline import bucket_batch_sizes, bucket_boundaries, make_batches
 from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.testing.backends import BACKEND_ENV, require
 from keras_transformer.testing.model_dir import TINY_TRAIN_FLAGS
+from keras_transformer.testing.runs import write_tsv
 from keras_transformer.training.losses import (
     MaskedAccuracy,
     MaskedLabelSmoothedCrossEntropy,
@@ -82,18 +82,40 @@ def test_schedule_serializes_and_rejects_bad_values():
         TransformerSchedule(256, 100, cooldown_steps=-1)
 
 
+def test_training_config_routes_flat_names_to_its_sections():
+    """`from_flat` takes the flags' (and `training_config.json`'s) names, `to_flat` gives them
+    back, and a run directory's file of any earlier version (flat, possibly without newer
+    fields) still loads."""
+    from keras_transformer.config import TrainingConfig
+
+    cfg = TrainingConfig.from_flat(model="tiny", train_steps=300, model_dir="r", freeze="encoder")
+    assert (cfg.architecture.model, cfg.recipe.train_steps) == ("tiny", 300)
+    assert (cfg.run.model_dir, cfg.warm_start.freeze) == ("r", "encoder")
+    flat = cfg.to_flat()
+    assert len(flat) == len(TrainingConfig.flat_fields()) == 50
+    assert TrainingConfig.from_flat(**flat) == cfg
+    assert cfg.replace(d_model=64).architecture.d_model == 64
+    older = {k: v for k, v in flat.items() if k not in ("decay", "time_budget_minutes")}
+    assert TrainingConfig.from_flat(**older) == cfg
+    with pytest.raises(ValueError, match=r"Unknown TrainingConfig fields: \['steps'\]"):
+        TrainingConfig.from_flat(steps=3)
+    with pytest.raises(ValueError, match="batch_tokens=64, max_length=128"):
+        TrainingConfig.from_flat(batch_tokens=64)  # a check across sections
+
+
 def test_training_config_cools_down_within_the_run():
     from keras_transformer import TransformerConfig, build_transformer
     from keras_transformer.config import TrainingConfig
     from keras_transformer.training.trainer import compile_model
 
     with pytest.raises(ValueError, match="cooldown_steps=30, train_steps=20"):
-        TrainingConfig(train_steps=20, cooldown_steps=30)
+        TrainingConfig.from_flat(train_steps=20, cooldown_steps=30)
     with pytest.raises(ValueError, match="cooldown_steps=-5"):
-        TrainingConfig(cooldown_steps=-5)
+        TrainingConfig.from_flat(cooldown_steps=-5)
     config = TransformerConfig.tiny(40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
     model = build_transformer(config)
-    compile_model(model, config, TrainingConfig(train_steps=20, cooldown_steps=10, warmup_steps=1))
+    cfg = TrainingConfig.from_flat(train_steps=20, cooldown_steps=10, warmup_steps=1)
+    compile_model(model, config, cfg)
     # The rate the optimizer applies at an iteration, against the formula (warm-up 1: it is
     # d_model^-0.5 * step^-0.5) times the ramp min(1, (20 - step + 1) / 10).
     for iteration, ramp in ((9, 1.0), (14, 0.6), (19, 0.1)):
@@ -111,13 +133,20 @@ def _reference_loss(labels, logits, eps, pad):
     return per_token[mask].mean()
 
 
+def _logits_and_padded_labels(seed, shape, scale, padded_from):
+    """Random float32 logits of `shape` (batch, length, vocab) times `scale` and labels in
+    [1, vocab), row `r` padded from position `padded_from[r]` on."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=shape).astype("float32") * scale
+    labels = rng.integers(1, shape[-1], size=shape[:2])
+    for row, start in padded_from.items():
+        labels[row, start:] = PAD_ID
+    return logits, labels
+
+
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 def test_loss_equals_numpy_reference_with_smoothing_and_padding(eps):
-    rng = np.random.default_rng(0)
-    logits = rng.normal(size=(3, 5, 11)).astype("float32") * 3
-    labels = rng.integers(1, 11, size=(3, 5))
-    labels[0, 3:] = PAD_ID
-    labels[2, 1:] = PAD_ID
+    logits, labels = _logits_and_padded_labels(0, (3, 5, 11), 3.0, {0: 3, 2: 1})
     loss = MaskedLabelSmoothedCrossEntropy(label_smoothing=eps, pad_id=PAD_ID)
     got = float(loss(labels, logits))
     np.testing.assert_allclose(got, _reference_loss(labels, logits, eps, PAD_ID), rtol=1e-5)
@@ -132,10 +161,7 @@ def test_loss_gradient_is_softmax_minus_smoothed_target(eps):
     """d loss / d logits = (softmax(z) - q) * mask / n_real, q the smoothed one-hot (NumPy)."""
     import tensorflow as tf
 
-    rng = np.random.default_rng(2)
-    logits = rng.normal(size=(2, 4, 9)).astype("float32") * 4
-    labels = rng.integers(1, 9, size=(2, 4))
-    labels[1, 2:] = PAD_ID
+    logits, labels = _logits_and_padded_labels(2, (2, 4, 9), 4.0, {1: 2})
     loss = MaskedLabelSmoothedCrossEntropy(label_smoothing=eps, pad_id=PAD_ID)
     z = tf.constant(logits)
     with tf.GradientTape() as tape:
@@ -295,7 +321,7 @@ MIRRORED_SCRIPT = textwrap.dedent(
 
     keras.utils.set_random_seed(0)
     initial = build_transformer(config).get_weights()
-    cfg = TrainingConfig(warmup_steps=10, batch_tokens=64, max_length=16, average_last=1)
+    cfg = TrainingConfig.from_flat(warmup_steps=10, batch_tokens=64, max_length=16, average_last=1)
     losses = {}
     strategies = {
         "one_device": tf.distribute.get_strategy(),
@@ -312,6 +338,16 @@ MIRRORED_SCRIPT = textwrap.dedent(
     print(json.dumps(losses))
     """
 )
+
+
+def _tiny_train_command(tsv, model_dir, *flags: str) -> list[str]:
+    """`pipelines/train_wmt.py` on `tsv` into `model_dir` with the tiny model's flags, then
+    `flags`."""
+    script = os.path.join(REPO, "pipelines", "train_wmt.py")
+    return [
+        sys.executable, script, "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir),
+        *TINY_TRAIN_FLAGS, *flags,
+    ]  # fmt: skip
 
 
 def _run(script_or_args, timeout=600, extra_env=None, **kwargs):
@@ -337,14 +373,13 @@ def test_killed_run_resumes_from_checkpoint(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     write_tsv(tsv)
     model_dir = tmp_path / "run"
-    command = [
-        sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),
-        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_TRAIN_FLAGS,
+    flags = [
         "--train-steps", "12", "--steps-per-epoch", "4", "--checkpoint-every-steps", "4",
         "--batch-tokens", "256", "--max-length", "32", "--warmup-steps", "10",
         "--keep-checkpoints", "2", "--average-last", "2", "--eval-limit", "0",
         "--export-dir", "none", "--eval-every-steps", "0",
     ]  # fmt: skip
+    command = _tiny_train_command(tsv, model_dir, *flags)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -390,7 +425,7 @@ def test_tiny_model_learns_reverse_task():
 
     x, y = make(batch * 300)
     model = build_transformer(config)
-    compile_model(model, config, TrainingConfig(warmup_steps=200))
+    compile_model(model, config, TrainingConfig.from_flat(warmup_steps=200))
     model.fit(x, y, batch_size=batch, epochs=3, verbose=0)
     x_test, y_test = make(512)
     accuracy = MaskedAccuracy()
@@ -453,14 +488,13 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     tsv = tmp_path / "pairs.tsv"
     write_tsv(tsv, n=120)
     model_dir = tmp_path / "run"
-    command = [
-        sys.executable, os.path.join(REPO, "pipelines", "train_wmt.py"),
-        "--dataset", f"tsv:{tsv}", "--model-dir", str(model_dir), *TINY_TRAIN_FLAGS,
+    command = _tiny_train_command(
+        tsv, model_dir,
         "--train-steps", "4", "--steps-per-epoch", "2", "--checkpoint-every-steps", "2",
         "--batch-tokens", "128", "--max-length", "24", "--warmup-steps", "2",
         "--average-last", "2", "--eval-limit", "4", "--export-dir", "none",
         "--eval-every-steps", "2", "--eval-dev-pairs", "3", "--keep-best", *flags,
-    ]  # fmt: skip
+    )  # fmt: skip
     result = _run(command)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((model_dir / "summary.json").read_text())
@@ -499,9 +533,10 @@ def test_compile_model_builds_the_optimizer_outside_the_train_step(tmp_path):
     from keras_transformer.config import TrainingConfig
     from keras_transformer.training import trainer
 
-    cfg = TrainingConfig(model_dir=str(tmp_path), num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    sizes = dict(num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    cfg = TrainingConfig.from_flat(model_dir=str(tmp_path), **sizes)
     strategy = tf.distribute.get_strategy()
-    model, step = trainer.build_and_restore(cfg, cfg.model_config(50), strategy)
+    model, step = trainer.build_and_restore(cfg, cfg.architecture.model_config(50), strategy)
     assert step == 0
     assert model.optimizer.built
     weights = model.trainable_variables

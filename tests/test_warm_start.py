@@ -18,13 +18,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_long_runs import run, write_tsv
 
 from keras_transformer import artifacts
 from keras_transformer.cli import train as train_cli
 from keras_transformer.config import TrainingConfig, TransformerConfig
 from keras_transformer.model import build_transformer
 from keras_transformer.testing.model_dir import TINY_TRAIN_FLAGS
+from keras_transformer.testing.runs import run, write_tsv
 from keras_transformer.training import trainer, warm_start
 from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
 from keras_transformer.training.schedule import TransformerSchedule
@@ -86,12 +86,12 @@ def parent(tmp_path_factory):
 
 def first_batch_loss(model_dir, weights) -> float:
     """The loss of `weights` on the first training batch of the run in `model_dir`."""
-    cfg = TrainingConfig(**json.loads((model_dir / "training_config.json").read_text()))
+    cfg = TrainingConfig.from_flat(**json.loads((model_dir / "training_config.json").read_text()))
     model, config, tokenizer = artifacts.load_trained(str(model_dir), str(weights))
-    keras.utils.set_random_seed(cfg.seed)  # as the run: the shuffle reads the global seed too
+    keras.utils.set_random_seed(cfg.recipe.seed)  # as the run: the shuffle reads the global seed
     train_data, _ = trainer._datasets(cfg, tokenizer, num_replicas=1)
     features, labels = next(iter(train_data))
-    loss = MaskedLabelSmoothedCrossEntropy(cfg.label_smoothing, pad_id=config.pad_id)
+    loss = MaskedLabelSmoothedCrossEntropy(cfg.architecture.label_smoothing, pad_id=config.pad_id)
     return float(loss(labels, model(features, training=False)))
 
 
@@ -144,7 +144,7 @@ def test_init_from_continues_the_parent(parent, tmp_path, caplog):
     rerun = warm_start.resolve(train_cli.training_config(train_cli.build_parser().parse_args(argv)))
     with caplog.at_level(logging.INFO, logger="keras_transformer"):
         strategy = tf.distribute.get_strategy()
-        _, step = trainer.build_and_restore(rerun, rerun.model_config(), strategy)
+        _, step = trainer.build_and_restore(rerun, rerun.architecture.model_config(), strategy)
     assert step == 6 and "Resumed from" in caplog.text, caplog.text
     assert "Initialized from" not in caplog.text
 
@@ -153,18 +153,19 @@ def test_vocab_reuses_a_sentencepiece_model(parent, tmp_path, caplog):
     """`--vocab`: the file is copied (no SentencePiece training) and sets the vocabulary size."""
     parent_dir, tsv = parent
     spm = parent_dir / "spm.model"
-    requested = TrainingConfig(
+    requested = TrainingConfig.from_flat(
         dataset=f"tsv:{tsv}", model_dir=str(tmp_path / "run"), vocab=str(spm), d_model=64
     )
     cfg = warm_start.resolve(requested)
-    assert cfg.vocab_size == 60 and cfg.d_model == 64  # the file's size; a new architecture
-    os.makedirs(cfg.model_dir)
+    architecture = cfg.architecture  # the file's size; a new architecture
+    assert architecture.vocab_size == 60 and architecture.d_model == 64
+    os.makedirs(cfg.run.model_dir)
     with caplog.at_level(logging.INFO, logger="keras_transformer"):
         tokenizer = trainer.prepare_tokenizer(cfg)
     assert (tmp_path / "run" / "spm.model").read_bytes() == spm.read_bytes()
     assert "copied, no SentencePiece training" in caplog.text
     assert "SentencePiece model (" not in caplog.text
-    assert tokenizer.vocab_size == cfg.model_config(tokenizer.vocab_size).vocab_size == 60
+    assert tokenizer.vocab_size == architecture.model_config(tokenizer.vocab_size).vocab_size == 60
     assert warm_start.resolve(requested) == cfg  # a rerun: the same spm.model is accepted
 
 
@@ -193,15 +194,16 @@ def test_init_from_names_a_missing_file(parent, tmp_path):
     (unfinished / "checkpoints").mkdir(parents=True)
     for name in ("spm.model", "config.json", "training_config.json"):
         shutil.copy(parent_dir / name, unfinished / name)
-    cfg = TrainingConfig(init_from=str(unfinished), model_dir=str(tmp_path / "child"))
+    cfg = TrainingConfig.from_flat(init_from=str(unfinished), model_dir=str(tmp_path / "child"))
     with pytest.raises(ValueError, match=r"init_from needs .*unfinished/final.weights.h5, which"):
         warm_start.resolve(cfg)
     # One of its checkpoints instead: the run directory is the checkpoint directory's parent.
     checkpoint = unfinished / "checkpoints" / "ckpt-00000036.weights.h5"
     shutil.copy(parent_dir / "final.weights.h5", checkpoint)
-    from_checkpoint = TrainingConfig(**{**cfg.__dict__, "init_from": str(checkpoint)})
+    from_checkpoint = cfg.replace(init_from=str(checkpoint))
     child = warm_start.resolve(from_checkpoint)
-    assert (child.vocab_size, child.d_model, child.max_length) == (60, 32, 32)
+    sizes = child.architecture
+    assert (sizes.vocab_size, sizes.d_model, sizes.max_length) == (60, 32, 32)
     os.remove(unfinished / "spm.model")
     with pytest.raises(ValueError, match=r"init_from needs .*unfinished/spm.model, which"):
         warm_start.resolve(from_checkpoint)
@@ -215,7 +217,7 @@ def test_vocabulary_conflicts_are_refused(parent, tmp_path):
     model_dir = str(tmp_path / "run")
 
     def resolve(**fields):
-        return warm_start.resolve(TrainingConfig(model_dir=model_dir, **fields))
+        return warm_start.resolve(TrainingConfig.from_flat(model_dir=model_dir, **fields))
 
     with pytest.raises(ValueError, match=r"has 60 pieces, vocab_size=100 requested"):
         resolve(vocab=spm, vocab_size=100)
@@ -239,13 +241,13 @@ def test_vocabulary_conflicts_are_refused(parent, tmp_path):
 
 
 def test_resuming_with_another_freeze_is_refused(tmp_path):
-    cfg = TrainingConfig(model_dir=str(tmp_path))
-    (tmp_path / "training_config.json").write_text(json.dumps(cfg.__dict__))
+    cfg = TrainingConfig.from_flat(model_dir=str(tmp_path))
+    (tmp_path / "training_config.json").write_text(json.dumps(cfg.to_flat()))
     assert warm_start.resolve(cfg) == cfg  # no checkpoint yet: anything goes
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "ckpt-00000006.weights.h5").write_bytes(b"")
     with pytest.raises(ValueError, match="trained with freeze=None, freeze='encoder' requested"):
-        warm_start.resolve(TrainingConfig(model_dir=str(tmp_path), freeze="encoder"))
+        warm_start.resolve(TrainingConfig.from_flat(model_dir=str(tmp_path), freeze="encoder"))
 
 
 @pytest.mark.parametrize("part", ["encoder", "embeddings"])
@@ -255,7 +257,7 @@ def test_frozen_weights_do_not_change(part):
     )
     model = build_transformer(config)
     warm_start.freeze(model, part)
-    trainer.compile_model(model, config, TrainingConfig(warmup_steps=2))
+    trainer.compile_model(model, config, TrainingConfig.from_flat(warmup_steps=2))
     model.run_eagerly = True  # three steps: tracing would cost more than running them
     frozen = {
         "encoder": model.encoder.weights,
@@ -279,12 +281,13 @@ def test_warm_start_fields_are_flags_and_validated():
     parser = train_cli.build_parser()
     args = parser.parse_args(["--init-from", "runs/a", "--vocab", "a.model", "--freeze", "encoder"])
     cfg = train_cli.training_config(args)
-    assert (cfg.init_from, cfg.vocab, cfg.freeze) == ("runs/a", "a.model", "encoder")
+    start = cfg.warm_start
+    assert (start.init_from, start.vocab, start.freeze) == ("runs/a", "a.model", "encoder")
     with pytest.raises(SystemExit):
         parser.parse_args(["--freeze", "decoder"])
     with pytest.raises(ValueError, match=r"freeze must be one of .*Received: freeze='decoder'"):
-        TrainingConfig(freeze="decoder")
+        TrainingConfig.from_flat(freeze="decoder")
     with pytest.raises(
         ValueError, match="init_from must be a path or None. Received: init_from=''"
     ):
-        TrainingConfig(init_from="")
+        TrainingConfig.from_flat(init_from="")

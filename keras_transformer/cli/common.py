@@ -1,4 +1,5 @@
-"""What every command shares: its parser with `--debug`, the model and search flags, and `run`.
+"""What every command shares: its parser with `--debug`, the model and search flags, flags
+written from a config's fields (`add_config_arguments`), and `run`.
 
     def main(argv=None) -> int:
         parser = common.make_parser(__doc__)
@@ -14,14 +15,17 @@ reach the terminal.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
+import typing
 from collections.abc import Callable, Sequence
 
 from keras_transformer import logging_utils, malloc
 from keras_transformer.config import OVERLONG, QUICK_EVAL_ALPHA, DocumentOptions, SearchOptions
 from keras_transformer.constants import INFERENCE_DTYPES
+from keras_transformer.training.errors import PreemptedError, exit_status
 
 # Errors a user causes (a path that does not exist, a bad flag value, a missing extra): one
 # line and exit status USER_ERROR_STATUS, as argparse does for bad flags. Others are bugs and
@@ -233,7 +237,10 @@ def run(
     Unless `--debug`: TensorFlow is imported first with its C++ start-up lines hidden (when
     `tensorflow`; a command that may not need it calls
     `logging_utils.import_tensorflow_quietly()` itself), and a user error (`USER_ERRORS`)
-    prints one line `error: <message>` to stderr and returns `USER_ERROR_STATUS`.
+    prints one line `error: <message>` to stderr and returns `USER_ERROR_STATUS`. An error
+    that ends a training run (`training.errors.exit_status`) prints one line too (`stopped:
+    ...` for a preempted run, which wrote its checkpoint, even with `--debug`) and returns its
+    status.
     """
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -253,3 +260,49 @@ def run(
             raise
         print("interrupted", file=sys.stderr)
         return INTERRUPTED_STATUS
+    except RuntimeError as error:
+        status = exit_status(error)
+        preempted = isinstance(error, PreemptedError)
+        if status is None or (args.debug and not preempted):
+            raise
+        print(flush=True)  # end the progress bar's line
+        line = f"stopped: {error}" if preempted else f"error: {error_line(error)}"
+        print(line, file=sys.stderr)
+        return status
+
+
+def add_config_arguments(
+    parser: argparse.ArgumentParser, config_class: type
+) -> dict[str, argparse._ArgumentGroup]:
+    """One flag per field of each section of `config_class` (a dataclass of section
+    dataclasses, as `TrainingConfig`), written from the field's metadata (`config.option`):
+    its `help` with "(default: ...)", its `flag` (else `--field-name`), its `choices`, and the
+    type of its annotation (`int | None`: int; a bool is a `store_true` switch). Returns the
+    argument group of each section, titled by the section's `title`."""
+    groups = {}
+    for section in dataclasses.fields(config_class):
+        group = groups[section.name] = parser.add_argument_group(section.metadata["title"])
+        types = typing.get_type_hints(section.default_factory)
+        for field in dataclasses.fields(section.default_factory):
+            _add_field_argument(group, field, types[field.name])
+    return groups
+
+
+def _add_field_argument(group, field: dataclasses.Field, annotation) -> None:
+    text = field.metadata["help"].replace("%", "%%")  # argparse formats help with %
+    flag = field.metadata.get("flag", "--" + field.name.replace("_", "-"))
+    if annotation is bool:
+        group.add_argument(flag, dest=field.name, action="store_true", help=text)
+        return
+    kind = next(t for t in typing.get_args(annotation) or (annotation,) if t is not type(None))
+    group.add_argument(
+        flag, dest=field.name, type=kind, default=field.default,
+        choices=field.metadata.get("choices"), help=f"{text} (default: {field.default})",
+    )  # fmt: skip
+
+
+def config_from_arguments(args: argparse.Namespace, config_class: type, **changes):
+    """The `config_class` of the flags of `add_config_arguments` (by flat name, `changes` on
+    top); a bad value or combination raises a ValueError that names it."""
+    values = {field.name: getattr(args, field.name) for _, field in config_class.flat_fields()}
+    return config_class.from_flat(**{**values, **changes})

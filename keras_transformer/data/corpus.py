@@ -29,7 +29,7 @@ Datasets:
         corpus's.
 
 Split `"all"` reads a `tsv:` or `text:` file whole, without carving (how an explicitly given
-dev or test file is read, see `TrainingConfig.split_dataset`).
+dev or test file is read, see `DataConfig.split_dataset`).
 
 Bad lines are skipped and counted, never fatal: empty lines or sides, lines
 without exactly one tab (a second tab makes the pair ambiguous), invalid UTF-8,
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.config import TrainingConfig
+from keras_transformer.config import DataConfig
 from keras_transformer.data import corpus_files as files
 from keras_transformer.data import mixture
 from keras_transformer.data.corpus_files import TEXT_PREFIX
@@ -178,14 +178,15 @@ def load_corpus(
     return chunks.unbatch()  # {"source": (), "target": ()} string scalars
 
 
-def read_split(cfg: TrainingConfig, split: str, **kwargs) -> Iterator[Pair]:
+def read_split(cfg: DataConfig, split: str, **kwargs) -> Iterator[Pair]:
     """`read_pairs` of a training run's split: `cfg.split_dataset(split)` read with the run's
-    `data_dir` and `reverse`; `kwargs` (`limit`, `stats`, `max_chars`) go to `read_pairs`."""
+    `data_dir` and `reverse` (`cfg`: its `TrainingConfig.data`); `kwargs` (`limit`, `stats`,
+    `max_chars`) go to `read_pairs`."""
     dataset, part = cfg.split_dataset(split)
     return read_pairs(dataset, part, data_dir=cfg.data_dir, reverse=cfg.reverse, **kwargs)
 
 
-def load_split(cfg: TrainingConfig, split: str) -> tf.data.Dataset:
+def load_split(cfg: DataConfig, split: str) -> tf.data.Dataset:
     """`load_corpus` of a training run's split (see `read_split`)."""
     dataset, part = cfg.split_dataset(split)
     return load_corpus(dataset, part, data_dir=cfg.data_dir, reverse=cfg.reverse)

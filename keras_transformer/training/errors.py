@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 PREEMPTED_STATUS = 143  # 128 + SIGTERM: a shell's status for a process that SIGTERM ended
+NONFINITE_STATUS = 3  # a non-finite loss: rerunning resumes from the last good checkpoint
+WORKER_LOST_STATUS = 4  # another worker of a cluster stopped: restart all workers
 
 
 class NonFiniteLossError(RuntimeError):
@@ -122,3 +124,14 @@ class PreemptedError(RuntimeError):
             f"{last_checkpoint or '(none: no update made)'}; run the same command again to "
             "resume from it"
         )
+
+
+def exit_status(error: BaseException) -> int | None:
+    """The exit status of a training command that `error` ended (`PREEMPTED_STATUS`,
+    `NONFINITE_STATUS`, `WORKER_LOST_STATUS`), or None for an error that is not a run's."""
+    statuses = {
+        PreemptedError: PREEMPTED_STATUS,
+        NonFiniteLossError: NONFINITE_STATUS,
+        WorkerLostError: WORKER_LOST_STATUS,
+    }
+    return next((code for kind, code in statuses.items() if isinstance(error, kind)), None)

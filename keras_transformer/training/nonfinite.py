@@ -23,7 +23,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.config import _check_positive_int
+from keras_transformer.checks import check_int
 from keras_transformer.training.errors import NonFiniteLossError
 from keras_transformer.training.fused_adam import FusedAdam
 
@@ -70,7 +70,7 @@ class SkipNonFiniteAdam(FusedAdam):
 
     def __init__(self, *args, accumulate_steps: int = 1, **kwargs):
         super().__init__(*args, **kwargs)
-        _check_positive_int("accumulate_steps", accumulate_steps)
+        check_int("accumulate_steps", accumulate_steps)
         if self.gradient_accumulation_steps:
             raise ValueError(
                 "SkipNonFiniteAdam accumulates with accumulate_steps, not Keras' "

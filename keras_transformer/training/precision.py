@@ -1,4 +1,4 @@
-"""The training run's Keras dtype policy, `TrainingConfig.mixed_precision`, with "auto" resolved.
+"""The training run's Keras dtype policy (its `mixed_precision` flag), with "auto" resolved.
 
 "auto" picks "mixed_bfloat16" on a machine without GPUs whose CPU has bfloat16 arithmetic
 (the `avx512_bf16` or `amx_bf16` flag of /proc/cpuinfo: oneDNN then runs the matrix products
@@ -30,9 +30,9 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
 
 
 def resolve_mixed_precision(name: str, num_gpus: int, flags: set[str] | None = None) -> str:
-    """The policy to set for `TrainingConfig.mixed_precision=name`: `name` itself unless it
-    is "auto"; then "mixed_bfloat16" for a CPU-only machine whose CPU has one of
-    `BFLOAT16_CPU_FLAGS`, else "none". `flags` defaults to this machine's `cpu_flags()`."""
+    """The policy to set for `mixed_precision=name` (`TrainingConfig.distribution`): `name`
+    itself unless it is "auto"; then "mixed_bfloat16" for a CPU-only machine whose CPU has one
+    of `BFLOAT16_CPU_FLAGS`, else "none". `flags` defaults to this machine's `cpu_flags()`."""
     if name != "auto":
         return name
     if num_gpus:

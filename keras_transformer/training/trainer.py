@@ -1,7 +1,8 @@
 """The training run: parallel text -> shared SentencePiece vocabulary -> token-budget batches ->
-`model.fit` under a `tf.distribute` strategy -> checkpoints -> averaged final weights -> BLEU.
+`model.fit` under a `tf.distribute` strategy -> checkpoints -> averaged final weights (test
+BLEU, `summary.json` and the export are `keras_transformer.runner`'s).
 
-    summary = train(TrainingConfig(model="tiny", dataset="sample_en_de", train_steps=1200))
+    summary = train(TrainingConfig.from_flat(model="tiny", train_steps=1200))
 
 A run killed at any point and restarted with the same arguments resumes from its latest
 checkpoint (model, optimizer and dropout RNG state; the data stream skips the batches already
@@ -15,7 +16,6 @@ chief writes files (see `keras_transformer.training.distribute`).
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import os
@@ -75,7 +75,7 @@ TOKENIZER_SENTENCES = 400_000  # pairs read to train the shared vocabulary
 def prepare_tokenizer(cfg: TrainingConfig, chief: bool = True) -> SubwordTokenizer:
     """Train the shared vocabulary on the training split, copy `init_from`'s or `vocab`, or
     reuse the model_dir's. Only the chief writes it (atomically); other workers wait for it."""
-    path = artifacts.path(cfg.model_dir, artifacts.TOKENIZER_FILE)
+    path = artifacts.path(cfg.run.model_dir, artifacts.TOKENIZER_FILE)
     if not os.path.exists(path) and not chief:
         wait_for_file(path)
     elif not os.path.exists(path):
@@ -91,12 +91,12 @@ def _train_vocabulary(cfg: TrainingConfig, path: str) -> None:
     """SentencePiece BPE on both sides of the training split, written atomically to `path`."""
 
     def sentences():
-        for source, target in corpus.read_split(cfg, "train", limit=TOKENIZER_SENTENCES):
+        for source, target in corpus.read_split(cfg.data, "train", limit=TOKENIZER_SENTENCES):
             yield source
             yield target
 
-    partial = os.path.join(cfg.model_dir, f".partial-{os.getpid()}-spm.model")
-    train_sentencepiece(sentences(), partial, vocab_size=cfg.vocab_size)
+    partial = os.path.join(cfg.run.model_dir, f".partial-{os.getpid()}-spm.model")
+    train_sentencepiece(sentences(), partial, vocab_size=cfg.architecture.vocab_size)
     os.replace(partial, path)
 
 
@@ -107,9 +107,9 @@ def compile_model(
     optimizer's variables for the model's trainable weights. Returns the schedule."""
     schedule = TransformerSchedule(
         config.d_model,
-        cfg.warmup_steps,
-        cfg.learning_rate_scale,
-        cooldown_steps=cfg.cooldown_steps,
+        cfg.recipe.warmup_steps,
+        cfg.recipe.learning_rate_scale,
+        cooldown_steps=cfg.recipe.cooldown_steps,
         total_steps=cfg.step_limit(),
         decay=cfg.resolved_decay(),
     )
@@ -121,14 +121,14 @@ def compile_model(
     # with mixed_float16).
     adam = (
         FusedAdam
-        if cfg.mixed_precision == "mixed_float16"
-        else functools.partial(SkipNonFiniteAdam, accumulate_steps=cfg.accumulate_steps)
+        if cfg.distribution.mixed_precision == "mixed_float16"
+        else functools.partial(SkipNonFiniteAdam, accumulate_steps=cfg.recipe.accumulate_steps)
     )
     model.compile(
         optimizer=adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=pad),
         metrics=[MaskedAccuracy(pad), Perplexity(pad), TokenCount(pad)],
-        jit_compile=cfg.jit_compile,
+        jit_compile=cfg.distribution.jit_compile,
     )
     # Eagerly, not inside the first trace of the train step: created there, each of the
     # optimizer's ~260 variables gets an initialization `cond` in the traced graph (quick
@@ -141,24 +141,24 @@ def compile_model(
 def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
     common = dict(
         tokenizer=tokenizer,
-        max_length=cfg.max_length,
-        batch_tokens=cfg.batch_tokens,
+        max_length=cfg.architecture.max_length,
+        batch_tokens=cfg.recipe.batch_tokens,
         num_replicas=num_replicas,
-        cache=not corpus.uses_tfds(cfg.dataset),  # WMT's millions of pairs stay streamed
+        cache=not corpus.uses_tfds(cfg.data.dataset),  # WMT's millions of pairs stay streamed
     )
     train = make_batches(
-        corpus.load_split(cfg, "train"),
+        corpus.load_split(cfg.data, "train"),
         training=True,
-        seed=cfg.seed,
+        seed=cfg.recipe.seed,
         skip_batches=skip_batches,
         **common,
     )
-    dev = make_batches(corpus.load_split(cfg, "dev"), training=False, **common)
+    dev = make_batches(corpus.load_split(cfg.data, "dev"), training=False, **common)
     num_dev_batches = int(dev.reduce(0, lambda count, _: count + 1))
     if num_dev_batches == 0:
         logger.warning(
             "The dev split (%s) has no pair within max_length: no validation",
-            cfg.split_dataset("dev")[0],
+            cfg.data.split_dataset("dev")[0],
         )
         return train, None
     # A known length keeps Keras from warning "input ran out of data" after each dev pass.
@@ -169,27 +169,28 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
 def _callbacks(
     cfg: TrainingConfig, chief: bool, replicas: int, model: keras.Model, reserve
 ) -> list[keras.callbacks.Callback]:
-    log_dir = artifacts.path(cfg.model_dir, artifacts.LOG_DIR)
-    checkpoint_dir = artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR)
+    run = cfg.run
+    log_dir = artifacts.path(run.model_dir, artifacts.LOG_DIR)
+    checkpoint_dir = artifacts.path(run.model_dir, artifacts.CHECKPOINT_DIR)
     monitor = cb.TrainingMonitor(
         os.path.join(log_dir, "steps") if chief else None,
-        cfg.log_every_steps,
+        run.log_every_steps,
         total_steps=cfg.step_limit(),
     )
     stop = cb.StopAtStep(cfg.step_limit())
     return [
         # First: no other callback may act on a non-finite step before the guard.
         cb.NonFiniteGuard(
-            cfg.skip_nonfinite_batches, lambda: artifacts.latest_checkpoint_in(checkpoint_dir)
+            run.skip_nonfinite_batches, lambda: artifacts.latest_checkpoint_in(checkpoint_dir)
         ),
         # Next: its clock reads each update's end before evaluations and checkpoints.
         *([_planner(cfg, model, stop, monitor, reserve)] if cfg.planned() else []),
         monitor,
         cb.PeriodicCheckpoint(
             checkpoint_dir,
-            every_steps=cfg.checkpoint_every_steps,
-            every_minutes=cfg.checkpoint_every_minutes,
-            keep=cfg.keep_checkpoints,
+            every_steps=run.checkpoint_every_steps,
+            every_minutes=run.checkpoint_every_minutes,
+            keep=run.keep_checkpoints,
             is_chief=chief,
             run=_run_description(cfg, replicas),
         ),
@@ -212,7 +213,7 @@ def _planner(cfg, model, stop, monitor, reserve) -> BudgetPlanner:
         process_start_time(),
         model.schedule,
         set_total,
-        artifacts.path(cfg.model_dir, artifacts.PLAN_FILE),
+        artifacts.path(cfg.run.model_dir, artifacts.PLAN_FILE),
         reserve or (lambda per_step, first: end_of_run_seconds(per_step, first)),
     )
 
@@ -220,11 +221,12 @@ def _planner(cfg, model, stop, monitor, reserve) -> BudgetPlanner:
 def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int]:
     """What a checkpoint records of the run's batch: replicas, micro-batches per update and
     the padded tokens an update sees at most (the global batch)."""
+    recipe = cfg.recipe
     return {
         "replicas": replicas,
-        "accumulate_steps": cfg.accumulate_steps,
-        "batch_tokens_per_replica": cfg.batch_tokens,
-        "global_batch_tokens": replicas * cfg.accumulate_steps * cfg.batch_tokens,
+        "accumulate_steps": recipe.accumulate_steps,
+        "batch_tokens_per_replica": recipe.batch_tokens,
+        "global_batch_tokens": replicas * recipe.accumulate_steps * recipe.batch_tokens,
     }
 
 
@@ -233,10 +235,11 @@ def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
     start from `init_from`'s weights if set. The learning-rate schedule is `model.schedule`."""
     with strategy.scope():
         model = build_transformer(config)
-        latest = artifacts.latest_checkpoint(cfg.model_dir)
-        if latest is None and cfg.init_from is not None:
-            warm_start.load_parent_weights(model, cfg.init_from)  # before compile: no optimizer
-        warm_start.freeze(model, cfg.freeze)
+        latest = artifacts.latest_checkpoint(cfg.run.model_dir)
+        if latest is None and cfg.warm_start.init_from is not None:
+            # Before compile: no optimizer state.
+            warm_start.load_parent_weights(model, cfg.warm_start.init_from)
+        warm_start.freeze(model, cfg.warm_start.freeze)
         model.schedule = compile_model(model, config, cfg)
         if latest is not None:
             checkpoints.restore_checkpoint(model, latest)
@@ -246,16 +249,17 @@ def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
 
 def finish(model: keras.Model, cfg: TrainingConfig, chief: bool) -> list[str]:
     """Average the last `average_last` checkpoints into `final.weights.h5` (chief only)."""
-    checkpoint_dir = artifacts.path(cfg.model_dir, artifacts.CHECKPOINT_DIR)
+    checkpoint_dir = artifacts.path(cfg.run.model_dir, artifacts.CHECKPOINT_DIR)
     found = artifacts.list_checkpoints(checkpoint_dir)
-    paths = [path for _, path in found[-cfg.average_last :]]
+    paths = [path for _, path in found[-cfg.run.average_last :]]
     if not chief:
         return paths
     if paths:
         checkpoints.average_checkpoints(model, paths)
     step = int(model.optimizer.iterations.numpy())
     check_finite(model.weights, step, artifacts.latest_checkpoint_in(checkpoint_dir))
-    model.save_weights(artifacts.path(cfg.model_dir, artifacts.FINAL_WEIGHTS), overwrite=True)
+    final = artifacts.path(cfg.run.model_dir, artifacts.FINAL_WEIGHTS)
+    model.save_weights(final, overwrite=True)
     return paths
 
 
@@ -266,14 +270,15 @@ def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
     jobs = (cluster or {}).get("cluster", {})
     chief = is_chief_task(task.get("type"), int(task.get("index", 0)), jobs)
     preflight.check_run(cfg, chief)
-    strategy = create_strategy(cfg.strategy, cfg.cpu_replicas)
-    if cfg.deterministic:
+    devices = cfg.distribution
+    strategy = create_strategy(devices.strategy, devices.cpu_replicas)
+    if devices.deterministic:
         tf.config.experimental.enable_op_determinism()
-    keras.utils.set_random_seed(cfg.seed)  # before any tokenizer exists: reseeding drops it
+    keras.utils.set_random_seed(cfg.recipe.seed)  # before any tokenizer: reseeding drops it
     policy = resolve_mixed_precision(
-        cfg.mixed_precision, len(tf.config.list_physical_devices("GPU"))
+        devices.mixed_precision, len(tf.config.list_physical_devices("GPU"))
     )
-    logger.info("Dtype policy: %s (--mixed-precision %s)", policy, cfg.mixed_precision)
+    logger.info("Dtype policy: %s (--mixed-precision %s)", policy, devices.mixed_precision)
     if policy != "none":
         keras.mixed_precision.set_dtype_policy(policy)
     return strategy, is_chief(strategy)
@@ -284,62 +289,90 @@ def train(
     chief_callbacks: Callable[[SubwordTokenizer], list[keras.callbacks.Callback]] | None = None,
     reserve: Callable[[float, float], float] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) training as configured; returns the run's summary (also saved as
-    `summary.json` in the model directory by the chief).
+    """Run (or resume) training as configured and average the last checkpoints into the final
+    weights; returns the run's summary (the caller writes `summary.json`:
+    `keras_transformer.runner.Runner`).
 
-    Training does not decode: test-set BLEU and dev BLEU while training are the caller's
-    (`keras_transformer.cli.train`), the latter through `chief_callbacks(tokenizer)`, whose
-    callbacks run after the built-in ones, in the chief's process only (under
-    MultiWorkerMirroredStrategy a stop they decide stops every worker after the same update).
-    A run planned to a time budget keeps `reserve(seconds_per_step, first_step_seconds)`
-    seconds for the caller's work after training (`training.budget`)."""
+    Training does not decode: test-set BLEU and dev BLEU while training are the caller's, the
+    latter through `chief_callbacks(tokenizer)`, whose callbacks run after the built-in ones,
+    in the chief's process only (under MultiWorkerMirroredStrategy a stop they decide stops
+    every worker after the same update). A run planned to a time budget keeps
+    `reserve(seconds_per_step, first_step_seconds)` seconds for the caller's work after
+    training (`training.budget`)."""
     cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
     strategy, chief = _start(cfg)
+    model, tokenizer, start_step = _prepare(cfg, strategy, chief)
+    replicas = strategy.num_replicas_in_sync
+    # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
+    skip = start_step * cfg.recipe.accumulate_steps
+    train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=skip)
+    started = time.perf_counter()
+    history, callbacks = None, []
+    if start_step < _target_steps(cfg):
+        extra = functools.partial(chief_callbacks, tokenizer) if chief and chief_callbacks else None
+        callbacks = _all_callbacks(cfg, chief, strategy, model, reserve, extra)
+        history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief)
+    train_seconds = time.perf_counter() - started
+    averaged = finish(model, cfg, chief)
+    return _summary(
+        cfg, model, chief=chief, replicas=replicas, start_step=start_step,
+        train_seconds=train_seconds, callbacks=callbacks, history=history, averaged=averaged,
+    )  # fmt: skip
+
+
+def _prepare(cfg: TrainingConfig, strategy, chief: bool):
+    """`(model, tokenizer, start step)`: the run's files written (chief), its tokenizer, its
+    model built and restored under `strategy`."""
     if chief:
         preflight.save_run_config(cfg)
     tokenizer = prepare_tokenizer(cfg, chief)
     preflight.check_same_run(cfg, tokenizer.vocab_size)
-    config = cfg.model_config(tokenizer.vocab_size)
+    config = cfg.architecture.model_config(tokenizer.vocab_size)
     if chief:
-        artifacts.save_config(cfg.model_dir, config)
+        artifacts.save_config(cfg.run.model_dir, config)
     model, start_step = build_and_restore(cfg, config, strategy)
-    replicas = strategy.num_replicas_in_sync
+    replicas, recipe = strategy.num_replicas_in_sync, cfg.recipe
     logger.info(
         "Training %s (%s parameters, %s trainable) on %s with %d replica(s) x %d tokens x %d "
-        "micro-batch(es): global batch up to %d tokens per update", cfg.model,
-        f"{model.count_params():,}", f"{warm_start.trainable_count(model):,}", cfg.dataset,
-        replicas, cfg.batch_tokens, cfg.accumulate_steps,
+        "micro-batch(es): global batch up to %d tokens per update", cfg.architecture.model,
+        f"{model.count_params():,}", f"{warm_start.trainable_count(model):,}", cfg.data.dataset,
+        replicas, recipe.batch_tokens, recipe.accumulate_steps,
         _run_description(cfg, replicas)["global_batch_tokens"],
     )  # fmt: skip
-    # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
-    skip = start_step * cfg.accumulate_steps
-    train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=skip)
-    started = time.perf_counter()
-    history, monitor, callbacks = None, None, []
-    if start_step < _target_steps(cfg):
-        callbacks = _callbacks(cfg, chief, replicas, model, reserve)
-        if chief and chief_callbacks is not None:
-            callbacks += chief_callbacks(tokenizer)
-        multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        if multi_worker:
-            callbacks.append(cb.AgreeToStop(strategy))  # after every stopping callback
-        checkpoint = next(c for c in callbacks if isinstance(c, cb.PeriodicCheckpoint))
-        grace, peers = cfg.preemption_grace_seconds, strategy if multi_worker else None
-        # Last: it raises, after every other callback saw the update.
-        callbacks.append(StopOnSignal(checkpoint, grace, peers))
-        monitor = next(c for c in callbacks if isinstance(c, cb.TrainingMonitor))
-        history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief)
-    train_seconds = time.perf_counter() - started
-    averaged = finish(model, cfg, chief)
-    summary = {
-        "dataset": cfg.dataset,
-        "model": cfg.model,
+    return model, tokenizer, start_step
+
+
+def _all_callbacks(cfg, chief, strategy, model, reserve, extra) -> list:
+    """The built-in callbacks, then `extra()` (the caller's, made after them; None: none),
+    then the multi-worker agreement to stop and the signal handler, in the order they must see
+    each update."""
+    callbacks = _callbacks(cfg, chief, strategy.num_replicas_in_sync, model, reserve)
+    if extra is not None:
+        callbacks += extra()
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    if multi_worker:
+        callbacks.append(cb.AgreeToStop(strategy))  # after every stopping callback
+    checkpoint = next(c for c in callbacks if isinstance(c, cb.PeriodicCheckpoint))
+    grace, peers = cfg.run.preemption_grace_seconds, strategy if multi_worker else None
+    # Last: it raises, after every other callback saw the update.
+    callbacks.append(StopOnSignal(checkpoint, grace, peers))
+    return callbacks
+
+
+def _summary(
+    cfg, model, *, chief, replicas, start_step, train_seconds, callbacks, history, averaged
+) -> dict[str, Any]:
+    """The figures of a finished training (the start of `summary.json`)."""
+    monitor = next((c for c in callbacks if isinstance(c, cb.TrainingMonitor)), None)
+    return {
+        "dataset": cfg.data.dataset,
+        "model": cfg.architecture.model,
         "parameters": model.count_params(),
         "replicas": replicas,
         "dtype_policy": keras.config.dtype_policy().name,
         "chief": chief,
         "resumed_from_step": start_step,
-        "init_from": cfg.init_from,
+        "init_from": cfg.warm_start.init_from,
         "steps": int(model.optimizer.iterations.numpy()),
         "nonfinite_steps_skipped": _nonfinite_steps(model),
         "train_seconds": round(train_seconds, 1),
@@ -353,23 +386,24 @@ def train(
         "averaged_checkpoints": [os.path.basename(p) for p in averaged],
         "history": {k: [float(x) for x in v] for k, v in getattr(history, "history", {}).items()},
     }
-    if chief:
-        with open(artifacts.path(cfg.model_dir, artifacts.SUMMARY_FILE), "w") as f:
-            json.dump(summary, f, indent=2)
-    return summary
 
 
 def _target_steps(cfg: TrainingConfig) -> int:
     """The run's last step: the recorded plan's, else `step_limit()`."""
-    plan = Plan.load(artifacts.path(cfg.model_dir, artifacts.PLAN_FILE)) if cfg.planned() else None
+    plan = _recorded_plan(cfg) if cfg.planned() else None
     return plan.total_steps if plan is not None else cfg.step_limit()
+
+
+def _recorded_plan(cfg: TrainingConfig) -> Plan | None:
+    """The plan recorded in `MODEL_DIR/plan.json`, or None."""
+    return Plan.load(artifacts.path(cfg.run.model_dir, artifacts.PLAN_FILE))
 
 
 def _plan_summary(cfg: TrainingConfig, callbacks) -> dict | None:
     """What summary.json records of a planned run: its budget, plans and how it stopped."""
     if not cfg.planned():
         return None
-    plan = Plan.load(artifacts.path(cfg.model_dir, artifacts.PLAN_FILE))
+    plan = _recorded_plan(cfg)
     planner = next((c for c in callbacks if isinstance(c, BudgetPlanner)), None)
     return {
         "budget_seconds": cfg.budget_seconds(),
@@ -393,18 +427,19 @@ def _stopped_by_time_limit(callbacks, model, train_steps: int) -> bool:
 
 
 def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief):
-    """`model.fit` from `start_step` to `cfg.train_steps`; under MultiWorkerMirroredStrategy a
-    lost peer becomes `WorkerLostError`."""
+    """`model.fit` from `start_step` to the run's last step; under MultiWorkerMirroredStrategy
+    a lost peer becomes `WorkerLostError`."""
     multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     if multi_worker:
         patch_keras_fit_for_multi_worker(model, train_data.element_spec)
+    epoch = cfg.run.steps_per_epoch
     try:
         return model.fit(
             train_data,
             validation_data=dev_data,
-            epochs=math.ceil(cfg.step_limit() / cfg.steps_per_epoch),
-            initial_epoch=start_step // cfg.steps_per_epoch,
-            steps_per_epoch=cfg.steps_per_epoch * cfg.accumulate_steps,  # Keras counts batches
+            epochs=math.ceil(cfg.step_limit() / epoch),
+            initial_epoch=start_step // epoch,
+            steps_per_epoch=epoch * cfg.recipe.accumulate_steps,  # Keras counts batches
             callbacks=callbacks,
             shuffle=False,  # make_batches shuffles; Keras would only warn that it cannot
             verbose=_verbosity(chief),
@@ -413,7 +448,7 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chie
         if not multi_worker:
             raise
         step = int(model.optimizer.iterations.numpy())
-        latest = artifacts.latest_checkpoint(cfg.model_dir)
+        latest = artifacts.latest_checkpoint(cfg.run.model_dir)
         logger.info("TensorFlow's message: %s", error)
         cluster = (read_tf_config() or {}).get("cluster")
         raise WorkerLostError(step, latest, str(error), cluster) from error

@@ -3,19 +3,18 @@ model (`vocab`) and freeze part of the model (`freeze`).
 
     cfg = warm_start.resolve(cfg)                 # first: file checks only, no TensorFlow
     warm_start.copy_vocabulary(source, spm_path)  # instead of training a SentencePiece model
-    warm_start.load_parent_weights(model, cfg.init_from)  # a child without checkpoints
-    warm_start.freeze(model, cfg.freeze)          # before compile
+    warm_start.load_parent_weights(model, cfg.warm_start.init_from)  # without checkpoints
+    warm_start.freeze(model, cfg.warm_start.freeze)  # before compile
 
-A child of `init_from` gets the parent's `spm.model` (byte for byte) and architecture: an
-architecture field of `TrainingConfig` left at its default takes the parent's value, another
-value is refused with both values named. The training recipe (learning rate, warm-up, steps,
+A child of `init_from` gets the parent's `spm.model` (byte for byte) and architecture: a field
+of `TrainingConfig.architecture` left at its default takes the parent's value, another value
+is refused with both values named. The training recipe (learning rate, warm-up, steps,
 dropout, label smoothing, dataset, batches) is the child's, and its optimizer starts fresh
 at step 0, so warm-up runs again. A rerun of the child resumes from its own checkpoints.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import filecmp
 import logging
 import os
@@ -26,10 +25,10 @@ import keras
 import numpy as np
 
 from keras_transformer import artifacts, constants
-from keras_transformer.config import TrainingConfig, TransformerConfig
+from keras_transformer.config import ArchitectureConfig, TrainingConfig, TransformerConfig
 
 logger = logging.getLogger("keras_transformer")
-# TrainingConfig fields that override a preset's sizes (None: the preset's).
+# ArchitectureConfig fields that override a preset's sizes (None: the preset's).
 SIZE_FIELDS = ("num_layers", "d_model", "d_ff", "num_heads", "norm_position")
 # TransformerConfig fields a child may change: the loss and regularization, not the weights.
 RECIPE_FIELDS = ("dropout", "label_smoothing")
@@ -114,9 +113,9 @@ def piece_count(vocab: str) -> int:
 
 def vocabulary_source(cfg: TrainingConfig) -> str | None:
     """The SentencePiece model a run copies instead of training one (None: it trains one)."""
-    if cfg.init_from is not None:
-        return parent_run(cfg.init_from).tokenizer_file
-    return cfg.vocab
+    if cfg.warm_start.init_from is not None:
+        return parent_run(cfg.warm_start.init_from).tokenizer_file
+    return cfg.warm_start.vocab
 
 
 def resolve(cfg: TrainingConfig) -> TrainingConfig:
@@ -124,29 +123,31 @@ def resolve(cfg: TrainingConfig) -> TrainingConfig:
     `vocab` (unchanged without either). Refuses, with a ValueError naming both values, a
     conflicting architecture flag, two vocabularies, or a model_dir trained otherwise."""
     _check_freeze_unchanged(cfg)
-    if cfg.init_from is None and cfg.vocab is None:
+    init_from, vocab = cfg.warm_start.init_from, cfg.warm_start.vocab
+    if init_from is None and vocab is None:
         return cfg
-    pieces = piece_count(cfg.vocab) if cfg.vocab is not None else None
-    if cfg.init_from is not None:
-        parent = parent_run(cfg.init_from)
+    pieces = piece_count(vocab) if vocab is not None else None
+    vocab_size = cfg.architecture.vocab_size
+    if init_from is not None:
+        parent = parent_run(init_from)
         source = parent.tokenizer_file
-        if cfg.vocab is not None and not filecmp.cmp(cfg.vocab, source, shallow=False):
+        if vocab is not None and not filecmp.cmp(vocab, source, shallow=False):
             raise ValueError(
-                f"init_from's vocabulary {source} differs from vocab={cfg.vocab!r}: a child "
+                f"init_from's vocabulary {source} differs from vocab={vocab!r}: a child "
                 "keeps its parent's vocabulary (leave out --vocab)"
             )
         cfg = _inherit(cfg, parent)
-    elif cfg.vocab_size not in (TrainingConfig.vocab_size, pieces):
+    elif vocab_size not in (ArchitectureConfig.vocab_size, pieces):
         raise ValueError(
-            f"vocab={cfg.vocab!r} has {pieces} pieces, vocab_size={cfg.vocab_size} requested: "
+            f"vocab={vocab!r} has {pieces} pieces, vocab_size={vocab_size} requested: "
             "leave out --vocab-size (the vocabulary's own size is used)"
         )
     else:
-        source, cfg = cfg.vocab, dataclasses.replace(cfg, vocab_size=pieces)
-    own = artifacts.path(cfg.model_dir, artifacts.TOKENIZER_FILE)
+        source, cfg = vocab, cfg.replace(vocab_size=pieces)
+    own = artifacts.path(cfg.run.model_dir, artifacts.TOKENIZER_FILE)
     if os.path.isfile(own) and not filecmp.cmp(own, source, shallow=False):
         raise ValueError(
-            f"model_dir={cfg.model_dir!r} holds another spm.model than {source}. "
+            f"model_dir={cfg.run.model_dir!r} holds another spm.model than {source}. "
             "Use another --model-dir"
         )
     return cfg
@@ -154,26 +155,26 @@ def resolve(cfg: TrainingConfig) -> TrainingConfig:
 
 def _inherit(cfg: TrainingConfig, parent: Parent) -> TrainingConfig:
     """The child's `TrainingConfig`: the parent's architecture, the child's recipe."""
-    theirs = parent.config
+    theirs, ours, init_from = parent.config, cfg.architecture, cfg.warm_start.init_from
     pieces = piece_count(parent.tokenizer_file)
     if pieces != theirs.vocab_size:
         raise ValueError(
-            f"init_from={cfg.init_from!r} is inconsistent: its spm.model has {pieces} pieces, "
+            f"init_from={init_from!r} is inconsistent: its spm.model has {pieces} pieces, "
             f"its config.json vocab_size={theirs.vocab_size}"
         )
-    default_model = cfg.model == TrainingConfig.model
+    default_model = ours.model == ArchitectureConfig.model
     requested = {}  # TransformerConfig field -> (value, how it was requested)
-    if not default_model and cfg.model != (parent.run or {}).get("model"):
-        preset = TransformerConfig.preset(cfg.model, theirs.vocab_size)
-        requested.update({n: (getattr(preset, n), f"model={cfg.model!r}") for n in SIZE_FIELDS})
+    if not default_model and ours.model != (parent.run or {}).get("model"):
+        preset = TransformerConfig.preset(ours.model, theirs.vocab_size)
+        requested.update({n: (getattr(preset, n), f"model={ours.model!r}") for n in SIZE_FIELDS})
     for name in SIZE_FIELDS:
-        if getattr(cfg, name) is not None:
-            requested[name] = (getattr(cfg, name), f"{name}={getattr(cfg, name)!r}")
-    if cfg.max_length != TrainingConfig.max_length:
-        requested["max_length"] = (cfg.max_length, f"max_length={cfg.max_length}")
+        if getattr(ours, name) is not None:
+            requested[name] = (getattr(ours, name), f"{name}={getattr(ours, name)!r}")
+    if ours.max_length != ArchitectureConfig.max_length:
+        requested["max_length"] = (ours.max_length, f"max_length={ours.max_length}")
     parent_vocab_sizes = (theirs.vocab_size, (parent.run or {}).get("vocab_size"))
-    if cfg.vocab_size not in (TrainingConfig.vocab_size, *parent_vocab_sizes):
-        requested["vocab_size"] = (cfg.vocab_size, f"vocab_size={cfg.vocab_size}")
+    if ours.vocab_size not in (ArchitectureConfig.vocab_size, *parent_vocab_sizes):
+        requested["vocab_size"] = (ours.vocab_size, f"vocab_size={ours.vocab_size}")
     conflicts = [
         f"{name}={getattr(theirs, name)!r} there, {value!r} requested ({how})"
         for name, (value, how) in requested.items()
@@ -181,22 +182,21 @@ def _inherit(cfg: TrainingConfig, parent: Parent) -> TrainingConfig:
     ]
     if conflicts:
         raise ValueError(
-            f"init_from={cfg.init_from!r} holds another architecture: {', '.join(conflicts)}. "
+            f"init_from={init_from!r} holds another architecture: {', '.join(conflicts)}. "
             "Leave these flags out to take the parent's, or train without --init-from"
         )
-    child = dataclasses.replace(
-        cfg,
-        model=(parent.run or {}).get("model", cfg.model) if default_model else cfg.model,
+    child = cfg.replace(
+        model=(parent.run or {}).get("model", ours.model) if default_model else ours.model,
         vocab_size=theirs.vocab_size,
         max_length=theirs.max_length,
-        dropout=theirs.dropout if cfg.dropout is None else cfg.dropout,
+        dropout=theirs.dropout if ours.dropout is None else ours.dropout,
         **{name: getattr(theirs, name) for name in SIZE_FIELDS},
     )
-    built = child.model_config(theirs.vocab_size).to_dict()
+    built = child.architecture.model_config(theirs.vocab_size).to_dict()
     other = [k for k, v in theirs.to_dict().items() if k not in RECIPE_FIELDS and built[k] != v]
     if other:
         raise ValueError(
-            f"init_from={cfg.init_from!r} has a config.json that training flags cannot "
+            f"init_from={init_from!r} has a config.json that training flags cannot "
             f"rebuild: {', '.join(f'{k}={theirs.to_dict()[k]!r}' for k in other)}"
         )
     return child
@@ -205,14 +205,15 @@ def _inherit(cfg: TrainingConfig, parent: Parent) -> TrainingConfig:
 def _check_freeze_unchanged(cfg: TrainingConfig) -> None:
     """A run resumes only with the `freeze` its checkpoints were trained with (the optimizer
     holds state for the trained weights only)."""
-    run = artifacts.load_run_config(cfg.model_dir)
-    if run is None or artifacts.latest_checkpoint(cfg.model_dir) is None:
+    model_dir, freeze = cfg.run.model_dir, cfg.warm_start.freeze
+    run = artifacts.load_run_config(model_dir)
+    if run is None or artifacts.latest_checkpoint(model_dir) is None:
         return
     saved = run.get("freeze")
-    if saved != cfg.freeze:
+    if saved != freeze:
         raise ValueError(
-            f"model_dir={cfg.model_dir!r} holds checkpoints trained with freeze={saved!r}, "
-            f"freeze={cfg.freeze!r} requested. Use another --model-dir, or the same --freeze"
+            f"model_dir={model_dir!r} holds checkpoints trained with freeze={saved!r}, "
+            f"freeze={freeze!r} requested. Use another --model-dir, or the same --freeze"
         )
 
 

@@ -1,0 +1,173 @@
+"""A training run from flags to a delivered model: train (or resume) and average the last
+checkpoints (`training.trainer`), evaluate on the test split, write `summary.json` once,
+export the SavedModel.
+
+    runner = Runner(TrainingConfig.from_flat(model="tiny", train_steps=1200))
+    result = runner.run()
+    print("\\n".join(runner.report(result)))
+
+Training does not decode (`training` and `decoding` are siblings): the runner, above both and
+`serving`, gives training its dev-BLEU callbacks and, for a run planned to a time budget, the
+seconds to keep for the test evaluation and the export. A run stopped by a signal, a
+non-finite loss or a lost worker raises `keras_transformer.training.errors`' exceptions, and a
+bad flag, model directory or corpus a ValueError, before anything is evaluated or exported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from keras_transformer import artifacts
+from keras_transformer.config import TrainingConfig
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run delivered.
+
+    Args:
+        summary: `summary.json`'s figures (on a worker of a cluster: training's only).
+        weights: the weights evaluated and exported (None on a worker).
+        exported: the SavedModel directory (None: no export, or a worker).
+    """
+
+    summary: dict[str, Any]
+    weights: str | None = None
+    exported: str | None = None
+
+
+class Runner:
+    """Owns one training run: train, average, evaluate, export, summarize.
+
+    Args:
+        config: the run.
+        export_dir: SavedModel export base (None: `MODEL_DIR/export`; "none": no export).
+    """
+
+    def __init__(self, config: TrainingConfig, export_dir: str | None = None):
+        self.config = config
+        export_dir = export_dir or os.path.join(config.run.model_dir, "export")
+        self.export_dir = None if export_dir.lower() == "none" else export_dir
+
+    def run(self) -> RunResult:
+        """Train (or resume), then on the chief: the delivered weights' test BLEU in
+        `summary.json` and their export with the evaluated beam search."""
+        from keras_transformer.training import trainer
+
+        summary = trainer.train(self.config, self.dev_bleu_callbacks, self.end_of_run_reserve())
+        if not summary["chief"]:
+            return RunResult(summary)
+        weights = self.final_weights()
+        self.write_summary(summary, weights)
+        return RunResult(summary, weights, self.export(weights))
+
+    def dev_bleu_callbacks(self, tokenizer) -> list:
+        """`trainer.train`'s `chief_callbacks`: dev BLEU every `eval_every_steps` (none if 0)."""
+        from keras_transformer.data import corpus
+        from keras_transformer.decoding.dev_bleu import DevBleu
+
+        evaluation, model_dir = self.config.evaluation, self.config.run.model_dir
+        if not evaluation.eval_every_steps:
+            return []
+        pairs = list(corpus.read_split(self.config.data, "dev", limit=evaluation.eval_dev_pairs))
+        return [
+            DevBleu(
+                pairs, tokenizer, model_dir, evaluation.eval_every_steps, evaluation.eval_decode,
+                self.config.eval_search(), keep_best=evaluation.keep_best,
+                early_stopping=evaluation.early_stopping,
+            )
+        ]  # fmt: skip
+
+    def end_of_run_reserve(self) -> Callable[[float, float], float] | None:
+        """`reserve(seconds_per_step, first_step_seconds)` of a planned run: the seconds its
+        test evaluation and export will take (`training.budget.end_of_run_seconds`)."""
+        from keras_transformer.data import corpus
+        from keras_transformer.training.budget import end_of_run_seconds
+
+        if not self.config.planned():
+            return None
+        limit, sentences = self.config.evaluation.eval_limit, 0
+        if limit != 0:
+            sentences = sum(1 for _ in corpus.read_split(self.config.data, "test", limit=limit))
+        export = self.export_dir is not None
+
+        def reserve(seconds_per_step: float, first_step_seconds: float) -> float:
+            return end_of_run_seconds(seconds_per_step, first_step_seconds, sentences, export)
+
+        return reserve
+
+    def final_weights(self) -> str:
+        """The weights the run delivers: the best dev-BLEU weights with `keep_best` (when an
+        evaluation saved them), else the averaged final weights."""
+        from keras_transformer.decoding.dev_bleu import BEST_WEIGHTS
+
+        model_dir = self.config.run.model_dir
+        best = artifacts.path(model_dir, BEST_WEIGHTS)
+        if self.config.evaluation.keep_best and os.path.exists(best):
+            return best
+        return artifacts.path(model_dir, artifacts.FINAL_WEIGHTS)
+
+    def evaluate(self, weights: str) -> dict[str, Any]:
+        """BLEU/chrF of `weights` on the test split (beam search with the run's
+        `eval_beam_size`/`eval_alpha`); hypotheses go to `MODEL_DIR/test.hyp.txt`."""
+        from keras_transformer.data import corpus
+        from keras_transformer.decoding.evaluation import evaluate_bleu
+
+        model_dir = self.config.run.model_dir
+        model, _, tokenizer = artifacts.load_trained(model_dir, weights)
+        limit = self.config.evaluation.eval_limit
+        pairs = list(corpus.read_split(self.config.data, "test", limit=limit))
+        output = artifacts.path(model_dir, "test.hyp.txt")
+        return evaluate_bleu(model, tokenizer, pairs, self.config.eval_search(), output_path=output)
+
+    def write_summary(self, summary: dict[str, Any], weights: str) -> None:
+        """Add the dev-BLEU curve, the delivered weights and (unless `eval_limit=0`) the test
+        scores to training's `summary` and write it to `MODEL_DIR/summary.json`."""
+        from keras_transformer.decoding.dev_bleu import best_record, load_history
+
+        model_dir = self.config.run.model_dir
+        history = load_history(model_dir)
+        summary.update(dev_bleu=history, best_dev=best_record(history), weights=weights)
+        if self.config.evaluation.eval_limit != 0:
+            summary["test"] = self.evaluate(weights)
+        with open(artifacts.path(model_dir, artifacts.SUMMARY_FILE), "w") as f:
+            json.dump(summary, f, indent=2)
+
+    def export(self, weights: str) -> str | None:
+        """The SavedModel of `weights` under `export_dir`, translating with the evaluated
+        beam search (None without an export)."""
+        if self.export_dir is None:
+            return None
+        from keras_transformer.serving.export import export_savedmodel
+
+        return export_savedmodel(
+            self.config.run.model_dir, self.export_dir, weights=weights,
+            search=self.config.eval_search(),
+        )  # fmt: skip
+
+    def report(self, result: RunResult) -> list[str]:
+        """The lines the training command prints at the end: how training stopped, if by its
+        time limit, and one `done: ...` line with steps, speed, test BLEU and the outputs."""
+        summary = result.summary
+        if not summary["chief"]:
+            return [f"done: worker, {summary['steps']} steps in {summary['train_seconds']:.0f}s"]
+        lines = []
+        if summary.get("stopped_by_time_limit"):
+            lines.append(
+                f"stopped at step {summary['steps']} of {self.config.step_limit()} by the "
+                f"{summary['time_limit_seconds'] / 60:g}-minute limit (--train-minutes)"
+            )
+        test = summary.get("test", {})
+        lines.append(
+            f"done: {summary['steps']} steps in {summary['train_seconds']:.0f}s "
+            f"({summary['tokens_per_sec'] or 0:.0f} target tokens/s over "
+            f"{summary['step_seconds'] or 0:.0f}s of steps), "
+            f"test BLEU {test.get('bleu', float('nan')):.2f}, "
+            f"chrF {test.get('chrf', float('nan')):.2f}"
+            f", weights {result.weights}, export {result.exported}"
+        )
+        return lines
