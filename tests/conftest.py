@@ -1,4 +1,6 @@
-"""Shared pytest set-up: TensorFlow backend, quiet logs, a fixed seed and a fresh Keras session."""
+"""Shared pytest set-up: TensorFlow backend, quiet logs, a fixed seed and a fresh Keras session;
+shared fixtures: a seeded NumPy generator, and one small model for the export and serving tests
+(its directory, its export and the in-process test double serving that)."""
 
 import os
 
@@ -6,6 +8,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402  (the backend must be chosen before Keras is imported)
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from keras_transformer import malloc  # noqa: E402
@@ -19,3 +22,43 @@ def _seeded_fresh_session():
     keras.utils.set_random_seed(0)
     yield
     keras.backend.clear_session()
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A NumPy generator seeded with 0, fresh for each test."""
+    return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def one_layer_model_dir(tmp_path_factory) -> str:
+    """`make_model_dir` with one layer (its default is 2): the untrained model of the export and
+    serving tests, which do not depend on the depth and trace, export and load faster with one.
+    Read-only: a test that needs other weights makes its own."""
+    from keras_transformer.testing.model_dir import make_model_dir
+
+    return make_model_dir(str(tmp_path_factory.mktemp("one_layer_model")), num_layers=1)
+
+
+@pytest.fixture(scope="session")
+def serving_export_dir(one_layer_model_dir, tmp_path_factory) -> str:
+    """A SavedModel export (`transformer/1`: beam 2, n-best 2, ops not checked: test_export
+    checks them) of `one_layer_model_dir`; read-only. Shared by test_client.py and
+    test_serving_load.py: a worker exports once, not once per file."""
+    from keras_transformer import SearchOptions
+    from keras_transformer.serving.export import export_savedmodel
+
+    base = str(tmp_path_factory.mktemp("serving"))
+    return export_savedmodel(
+        one_layer_model_dir, base, "transformer", search=SearchOptions(beam_size=2), n_best=2,
+        check_ops=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def serving_service(serving_export_dir):
+    """The in-process TF Serving test double over `serving_export_dir` (model "transformer"),
+    loaded once. A test that changes it (e.g. its `delay_s`) restores it."""
+    from keras_transformer.testing.serving_double import SavedModelPredictionService
+
+    return SavedModelPredictionService(serving_export_dir, model_name="transformer")

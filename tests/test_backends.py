@@ -9,7 +9,6 @@ Without the backend's package (`pip install -e ".[backends]"`) the tests skip, e
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 import keras_transformer.layers
 from keras_transformer.testing import backend_check
+from keras_transformer.testing.backends import BACKEND_ENV, require
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Tolerance: float32 on CPU, where backends sum matmuls and softmaxes in different orders. The
@@ -26,19 +26,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # room and still catches a real difference (a wrong mask, scale or weight order moves outputs
 # by far more).
 ATOL = 1e-4
-BACKEND_ENV = {"jax": {"JAX_PLATFORMS": "cpu"}, "torch": {"CUDA_VISIBLE_DEVICES": ""}}
 # Cases that fail today under jax and torch: reported (the test ends as xfailed naming them, once
 # every other case matched), and the test fails when one starts to pass, to drop it from here.
 KNOWN_FAILURES: dict[str, str] = {}  # case -> reason, for a backend bug outside our code
-
-
-def require(package: str) -> None:
-    if importlib.util.find_spec(package) is not None:
-        return
-    reason = f'{package} is not installed (pip install -e ".[backends]")'
-    if os.environ.get("CI", "").lower() in ("true", "1"):
-        pytest.fail(f"{reason}; CI must run the backend tests, not skip them")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,9 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from keras_transformer import SearchOptions
 from keras_transformer.cli import client as client_cli
 from keras_transformer.serving import client
-from keras_transformer.serving.export import export_savedmodel
-from keras_transformer.testing.model_dir import make_model_dir
 from keras_transformer.testing.serving_double import (
-    SavedModelPredictionService,
     serve_grpc,
     serve_rest,
 )
@@ -36,14 +32,10 @@ TEXTS = ["The cat sleeps number 1.", "Der Hund schläft.", ""]
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    # One layer (the default is 2): the round trips do not depend on the depth.
-    model_dir = make_model_dir(str(tmp_path_factory.mktemp("client_model")), num_layers=1)
-    base = str(tmp_path_factory.mktemp("serving"))
-    export_dir = export_savedmodel(
-        model_dir, base, MODEL, search=SearchOptions(beam_size=2), n_best=N_BEST, check_ops=False
-    )  # (test_export checks ops)
-    return SavedModelPredictionService(export_dir, model_name=MODEL)
+def service(serving_service):
+    """conftest's test double over its export: model MODEL, n-best N_BEST."""
+    assert serving_service.model_name == MODEL
+    return serving_service
 
 
 @pytest.fixture(scope="module")

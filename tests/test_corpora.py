@@ -12,18 +12,18 @@ import os
 import re
 import time
 from collections import Counter
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_long_runs import run, train_command, write_tsv
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
 from keras_transformer.data import corpus, mixture
 from keras_transformer.data.corpus import SPLITS, CorpusStats, load_corpus, read_pairs, read_split
 from keras_transformer.data.corpus_files import normalize_source, text_dataset
+from keras_transformer.testing.corpora import numpy_pairs, split_tagged_dataset
+from keras_transformer.testing.runs import run, train_command, write_tsv
 from keras_transformer.training import preflight
 
 PAIRS = [(f"Sentence number {i}.", f"Satz Nummer {i}.") for i in range(400)]
@@ -45,10 +45,6 @@ def _text(tmp_path: Path, pairs: list[tuple[str, str]], name: str = "c", suffix:
     return text_dataset(source, target)
 
 
-def _numpy_pairs(dataset) -> list[tuple[str, str]]:
-    return [(x["source"].decode(), x["target"].decode()) for x in dataset.as_numpy_iterator()]
-
-
 # Two files: text:SRC,TGT ---------------------------------------------------------------------
 
 
@@ -60,7 +56,7 @@ def test_text_files_read_the_same_pairs_as_the_equivalent_tsv(tmp_path: Path, su
     assert splits == {split: list(read_pairs(tsv, split)) for split in SPLITS}
     assert all(splits.values()) and sorted(sum(splits.values(), [])) == sorted(PAIRS)
     assert list(read_pairs(text, "all")) == PAIRS == list(read_pairs(tsv, "all"))
-    assert _numpy_pairs(load_corpus(text, "dev")) == splits["dev"]
+    assert numpy_pairs(load_corpus(text, "dev")) == splits["dev"]
 
 
 def test_text_files_report_what_was_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture):
@@ -98,10 +94,11 @@ def test_misaligned_files_raise_naming_both_files_and_counts(tmp_path: Path):
     for call in (read_pairs, load_corpus):
         with pytest.raises(ValueError, match=expected):
             call(dataset, "train")  # at the call, before any pair is read
-    cfg = TrainingConfig(dataset=f"sample_en_de+{dataset}@2", model_dir=str(tmp_path / "r"))
+    model_dir = str(tmp_path / "r")
+    cfg = TrainingConfig.from_flat(dataset=f"sample_en_de+{dataset}@2", model_dir=model_dir)
     with pytest.raises(ValueError, match=expected):
         preflight.check_corpus(cfg)  # a misaligned corpus inside a mix
-    dev = TrainingConfig(dev_dataset=dataset, model_dir=str(tmp_path / "r"))
+    dev = TrainingConfig.from_flat(dev_dataset=dataset, model_dir=model_dir)
     with pytest.raises(ValueError, match=expected):
         preflight.check_corpus(dev)
     with pytest.raises(ValueError, match="text file not found: .*absent"):
@@ -124,20 +121,22 @@ def test_train_cli_refuses_misaligned_files_with_one_error_line(tmp_path: Path):
 def test_file_pair_flags_and_every_field_has_a_flag(tmp_path: Path):
     from keras_transformer.cli import train
 
-    assert set(train.HELP) == {field.name for field in fields(TrainingConfig)}
     parser = train.build_parser()
+    flags = {action.dest for action in parser._actions}
+    assert {field.name for _, field in TrainingConfig.flat_fields()} <= flags
     argv = ["--train-source", "a.en", "--train-target", "a.de", "--test-source", "t.en"]
     argv += ["--test-target", "t.de", "--reverse"]
     cfg = train.training_config(parser.parse_args(argv))
-    assert (cfg.dataset, cfg.dev_dataset, cfg.test_dataset, cfg.reverse) == (
+    data = cfg.data
+    assert (data.dataset, data.dev_dataset, data.test_dataset, data.reverse) == (
         "text:a.en,a.de",
         None,
         "text:t.en,t.de",
         True,
     )
-    assert cfg.split_dataset("train") == ("text:a.en,a.de", "train")
-    assert cfg.split_dataset("dev") == ("text:a.en,a.de", "dev")  # carved off train
-    assert cfg.split_dataset("test") == ("text:t.en,t.de", "all")  # read whole
+    assert data.split_dataset("train") == ("text:a.en,a.de", "train")
+    assert data.split_dataset("dev") == ("text:a.en,a.de", "dev")  # carved off train
+    assert data.split_dataset("test") == ("text:t.en,t.de", "all")  # read whole
     with pytest.raises(ValueError, match="--dev-source and --dev-target go together"):
         train.training_config(parser.parse_args(["--dev-source", "d.en"]))
     with pytest.raises(ValueError, match="split='all' reads a whole tsv:PATH or text:SRC,TGT"):
@@ -177,7 +176,7 @@ def test_mix_gives_each_corpus_its_weighted_share_evenly(tmp_path, caplog):
         assert abs(corpus_of[:end].count("b") - end / 4) <= 1
     assert list(read_pairs(dataset, "train")) == epoch  # a pure function of corpora + weights
     assert list(read_pairs(dataset, "train", limit=7)) == epoch[:7]
-    assert _numpy_pairs(load_corpus(dataset, "train")) == epoch
+    assert numpy_pairs(load_corpus(dataset, "train")) == epoch
     assert list(read_pairs(dataset, "dev")) == [("a dev", "A dev")]  # the first corpus's
     assert list(read_pairs(f"{b}@0.5+{a}", "test")) == [("b test", "B test")]
     assert corpus.uses_tfds(f"{a}+wmt14_en_de@0.1") and not corpus.uses_tfds(dataset)
@@ -245,35 +244,36 @@ def test_reverse_swaps_both_sides_of_every_split_and_form(tmp_path: Path):
             backward = list(read_pairs(dataset, split, reverse=True))
             assert backward and backward == list(read_pairs(swapped_file, split)), split
             graph = load_corpus(dataset, split, reverse=True)
-            assert _numpy_pairs(graph) == backward, (dataset, split)
+            assert numpy_pairs(graph) == backward, (dataset, split)
     text = forms["text"][0]
     mix = list(read_pairs(f"{text}+{siblings}@0.5", "train", reverse=True))
     assert [p for p in mix if p[0].startswith("Satz")] == list(
         read_pairs(text, "train", reverse=True)
     )
     assert [p for p in mix if p[0].startswith("A ")] == [(f"A {i}", f"a {i}") for i in range(30)]
-    cfg = TrainingConfig(dataset=text, test_dataset=text, reverse=True)
-    assert list(read_split(cfg, "test")) == swapped  # an explicit test file: read whole
+    cfg = TrainingConfig.from_flat(dataset=text, test_dataset=text, reverse=True)
+    assert list(read_split(cfg.data, "test")) == swapped  # an explicit test file: read whole
 
 
 def test_reverse_swaps_wmt(tmp_path: Path):
     tfds = pytest.importorskip("tensorflow_datasets")
-    from test_corpus import _split_tagged_dataset
-
-    with tfds.testing.mock_data(as_dataset_fn=_split_tagged_dataset):
+    with tfds.testing.mock_data(as_dataset_fn=split_tagged_dataset):
         pairs = list(read_pairs("wmt14_en_de", "test", data_dir=str(tmp_path), reverse=True))
         graph = load_corpus("wmt14_en_de", "test", data_dir=str(tmp_path), reverse=True)
-        assert _numpy_pairs(graph) == pairs
+        assert numpy_pairs(graph) == pairs
     assert pairs[0] == ("de test 0", "en test 0")
 
 
 def test_reversed_run_evaluates_against_reversed_references(tmp_path, monkeypatch):
     """The test BLEU and the dev BLEU of a --reverse run score against the source side."""
-    from keras_transformer.cli import train
     from keras_transformer.decoding import evaluation
+    from keras_transformer.runner import Runner
 
     text = _text(tmp_path, PAIRS)
-    cfg = TrainingConfig(dataset=text, reverse=True, eval_limit=5, model_dir=str(tmp_path))
+    cfg = TrainingConfig.from_flat(
+        dataset=text, reverse=True, eval_limit=5, model_dir=str(tmp_path)
+    )
+    runner = Runner(cfg)
     scored = {}
     monkeypatch.setattr(artifacts, "load_trained", lambda *args: (None, None, None))
 
@@ -281,9 +281,9 @@ def test_reversed_run_evaluates_against_reversed_references(tmp_path, monkeypatc
         scored["test"] = pairs
 
     monkeypatch.setattr(evaluation, "evaluate_bleu", evaluate_bleu)
-    train.evaluate_test_split(cfg, "unused.weights.h5")
+    runner.evaluate("unused.weights.h5")
     assert scored["test"] == list(read_pairs(text, "test", limit=5, reverse=True))
-    (dev_bleu,) = train.dev_bleu_callbacks(cfg)(tokenizer=None)
+    (dev_bleu,) = runner.dev_bleu_callbacks(tokenizer=None)
     dev = list(read_pairs(text, "dev", reverse=True))
     assert (dev_bleu.sources, dev_bleu.references) == ([s for s, _ in dev], [t for _, t in dev])
     test_sources, test_references = zip(*scored["test"])
@@ -294,13 +294,13 @@ def test_reversed_run_evaluates_against_reversed_references(tmp_path, monkeypatc
 
 
 def test_model_dir_of_the_other_direction_is_refused(tmp_path: Path):
-    cfg = TrainingConfig(model_dir=str(tmp_path / "r"))
-    os.makedirs(cfg.model_dir)
+    cfg = TrainingConfig.from_flat(model_dir=str(tmp_path / "r"))
+    os.makedirs(cfg.run.model_dir)
     preflight.save_run_config(cfg)
     preflight.check_same_run(cfg)
     with pytest.raises(ValueError, match="in the other direction: reverse=False there, reverse=Tr"):
-        preflight.check_same_run(TrainingConfig(model_dir=cfg.model_dir, reverse=True))
-    path = Path(cfg.model_dir) / artifacts.RUN_CONFIG_FILE
+        preflight.check_same_run(cfg.replace(reverse=True))
+    path = Path(cfg.run.model_dir) / artifacts.RUN_CONFIG_FILE
     saved = json.loads(path.read_text())
     del saved["reverse"], saved["dev_dataset"], saved["test_dataset"]  # a run from before
     path.write_text(json.dumps(saved))

@@ -19,6 +19,7 @@ from keras_transformer.data.corpus import (
     read_pairs,
     sample_path,
 )
+from keras_transformer.testing.corpora import numpy_pairs, split_tagged_dataset
 
 # (minimum pairs) per bundled split; the real counts are in sample/NOTICE.md's run.
 MIN_SAMPLE_PAIRS = {"train": 20_000, "dev": 300, "test": 800}
@@ -180,10 +181,6 @@ def test_bad_max_chars_and_limit_raise() -> None:
         read_pairs("sample_en_de", "dev", limit=-1)
 
 
-def _as_numpy_pairs(ds: tf.data.Dataset) -> list[tuple[str, str]]:
-    return [(x["source"].decode(), x["target"].decode()) for x in ds.as_numpy_iterator()]
-
-
 @pytest.mark.parametrize("chunk", [1024, 7])  # 609 dev pairs: one chunk; 87 and a partial one
 def test_load_corpus_matches_read_pairs(tmp_path: Path, monkeypatch, chunk: int) -> None:
     monkeypatch.setattr(corpus, "_GENERATOR_CHUNK", chunk)
@@ -192,24 +189,12 @@ def test_load_corpus_matches_read_pairs(tmp_path: Path, monkeypatch, chunk: int)
         "source": tf.TensorSpec((), tf.string),
         "target": tf.TensorSpec((), tf.string),
     }
-    assert _as_numpy_pairs(ds) == list(read_pairs("sample_en_de", "dev"))
+    assert numpy_pairs(ds) == list(read_pairs("sample_en_de", "dev"))
     path = _with_siblings(tmp_path, "bad.train.tsv", BAD_TSV)
-    assert _as_numpy_pairs(load_corpus(f"tsv:{path}", "train", max_chars=10)) == GOOD_PAIRS
+    assert numpy_pairs(load_corpus(f"tsv:{path}", "train", max_chars=10)) == GOOD_PAIRS
 
 
 # --- WMT'14 through TFDS, without network (tfds.testing.mock_data) ------------------
-
-
-def _split_tagged_dataset(builder, split, **kwargs) -> tf.data.Dataset:
-    """Fake `_as_dataset`: every text names its language and the TFDS split asked for."""
-    del kwargs
-    languages = builder.builder_config.language_pair  # e.g. ("de", "en")
-    texts = {lang: [f"{lang} {split} {i}" for i in range(3)] for lang in languages}
-    texts["en"] += ["", "en long"]  # dropped: empty source, then over-long target
-    for lang in languages:
-        if lang != "en":
-            texts[lang] += ["nonempty", "x" * 50]
-    return tf.data.Dataset.from_tensor_slices(texts)
 
 
 @pytest.mark.parametrize(
@@ -225,11 +210,11 @@ def test_wmt_maps_english_to_source_and_splits(
 ) -> None:
     tfds = pytest.importorskip("tensorflow_datasets")
     expected = [(f"en {tfds_split} {i}", f"{target} {tfds_split} {i}") for i in range(3)]
-    with tfds.testing.mock_data(as_dataset_fn=_split_tagged_dataset):
+    with tfds.testing.mock_data(as_dataset_fn=split_tagged_dataset):
         stats = CorpusStats()
         pairs = list(read_pairs(dataset, split, data_dir=str(tmp_path), max_chars=20, stats=stats))
         ds = load_corpus(dataset, split, data_dir=str(tmp_path), max_chars=20)
-        assert _as_numpy_pairs(ds) == expected
+        assert numpy_pairs(ds) == expected
     assert pairs == expected
     assert stats == CorpusStats(read=5, kept=3, skipped_empty=1, skipped_too_long=1)
 
@@ -241,7 +226,7 @@ def test_wmt_random_mock_data_matches_tfds_features(tmp_path: Path) -> None:
         expected = [(x["en"].decode().strip(), x["de"].decode().strip()) for x in raw]
         expected = [pair for pair in expected if all(pair)]
         pairs = list(read_pairs("wmt14_en_de", "dev", data_dir=str(tmp_path)))
-        from_ds = _as_numpy_pairs(load_corpus("wmt14_en_de", "dev", data_dir=str(tmp_path)))
+        from_ds = numpy_pairs(load_corpus("wmt14_en_de", "dev", data_dir=str(tmp_path)))
     assert expected and pairs == expected and from_ds == expected
 
 

@@ -207,14 +207,21 @@ def _beam_search(model, sources, alpha: float) -> tuple[list[list[int]], np.ndar
     return _unpad(ids[:, 0]), scores.numpy()[:, 0]
 
 
-def test_beam_search_equals_ours_without_length_penalty(trained_pre):
+def _both_beam_searches(trained_pre, alpha: float):
+    """Our beam search and CTranslate2's (beam 4, length penalty `alpha`) on the same sources:
+    `(model, sources, our ids, our scores, CTranslate2's results)`."""
     model, translator = trained_pre
     sources = _sources(seed=4)
-    ours, scores = _beam_search(model, sources, alpha=0.0)
+    ours, scores = _beam_search(model, sources, alpha=alpha)
     found = _ct2_search(
-        translator, sources, _limits(sources, model.config), beam_size=4, length_penalty=0.0,
+        translator, sources, _limits(sources, model.config), beam_size=4, length_penalty=alpha,
         return_scores=True,
     )  # fmt: skip
+    return model, sources, ours, scores, found
+
+
+def test_beam_search_equals_ours_without_length_penalty(trained_pre):
+    _, _, ours, scores, found = _both_beam_searches(trained_pre, alpha=0.0)
     assert [_ids(r.hypotheses[0]) for r in found] == ours
     np.testing.assert_allclose([r.scores[0] for r in found], scores, atol=1e-4)
 
@@ -222,13 +229,7 @@ def test_beam_search_equals_ours_without_length_penalty(trained_pre):
 def test_beam_search_length_penalty_is_n_to_the_alpha(trained_pre):
     """CTranslate2's length_penalty=0.6 divides log P by n ** 0.6, ours by ((5 + n) / 6) ** 0.6:
     the same best hypothesis for most sources, and its score is log P / n ** 0.6."""
-    model, translator = trained_pre
-    sources = _sources(seed=4)
-    ours, _ = _beam_search(model, sources, alpha=0.6)
-    found = _ct2_search(
-        translator, sources, _limits(sources, model.config), beam_size=4, length_penalty=0.6,
-        return_scores=True,
-    )  # fmt: skip
+    model, sources, ours, _, found = _both_beam_searches(trained_pre, alpha=0.6)
     theirs = [_ids(r.hypotheses[0]) for r in found]
     agree = sum(a == b for a, b in zip(theirs, ours))
     assert agree >= 0.75 * len(sources), f"{agree}/{len(sources)} equal"

@@ -17,7 +17,6 @@ from keras_transformer.data.segmenter import segment, split_sentences
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.documents import cut_lengths, cut_ranks, translate_documents
 from keras_transformer.decoding.scoring import score_document_tensors, score_tensors
-from keras_transformer.testing.model_dir import make_model_dir
 
 SEARCH = SearchOptions(beam_size=3, max_extra_length=6)
 PARAGRAPH = (
@@ -119,14 +118,9 @@ def test_translate_documents_assembles_like_python():
         np.testing.assert_allclose(scores[row].numpy(), want_scores)
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return make_model_dir(str(tmp_path_factory.mktemp("documents_model")), num_layers=1)
-
-
 @pytest.fixture
-def translator(model_dir):
-    model, _, tokenizer = artifacts.load_trained(model_dir)
+def translator(one_layer_model_dir):
+    model, _, tokenizer = artifacts.load_trained(one_layer_model_dir)
     return Translator(model, tokenizer, SEARCH)
 
 
@@ -200,8 +194,8 @@ def test_truncate_option_keeps_the_old_behaviour(translator, caplog):
     assert len(whole) > len(old([long])[0])
 
 
-def test_input_over_the_byte_limit_is_refused_with_the_limit_named(model_dir):
-    model, _, tokenizer = artifacts.load_trained(model_dir)
+def test_input_over_the_byte_limit_is_refused_with_the_limit_named(one_layer_model_dir):
+    model, _, tokenizer = artifacts.load_trained(one_layer_model_dir)
     small = Translator(model, tokenizer, SEARCH, documents=DocumentOptions(max_input_bytes=50))
     assert len(small(["x" * 50])) == 1
     with pytest.raises(tf.errors.InvalidArgumentError, match="(?s)max_input_bytes=50.*51"):

@@ -1,7 +1,8 @@
 """Tests for keras_transformer.serving.export: the SavedModel loads without project code and
 matches the in-process Translator, its signatures are as TF Serving expects, its ops are
 servable, its warm-up file replays, and no input string makes a signature fail; and for
-keras_transformer.serving.verify with its command line."""
+keras_transformer.serving.verify with its command line. What an export refuses is checked
+without exporting in test_export_rules.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.cli import verify_export
@@ -35,7 +35,6 @@ from keras_transformer.serving.verify import compare
 from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
 from keras_transformer.testing.segmenter_cases import SEGMENTER_CASES
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL_NAME = "transformer"
 BEAM_SIZE, ALPHA, N_BEST = 3, 0.6, 2
 SEARCH = SearchOptions(beam_size=BEAM_SIZE, alpha=ALPHA)
@@ -106,14 +105,14 @@ print("RESULT=" + json.dumps(result))
 """
 
 
-# One layer (make_model_dir's default is 2): nothing here depends on the depth, and every
-# signature traces, exports and loads faster.
+# The sizes of conftest's one_layer_model_dir: nothing here depends on the depth, and every
+# signature traces, exports and loads faster with one layer.
 SIZES = {"num_layers": 1}
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return make_model_dir(str(tmp_path_factory.mktemp("export_model")), **SIZES)
+def model_dir(one_layer_model_dir):
+    return one_layer_model_dir
 
 
 @pytest.fixture(scope="module")
@@ -329,22 +328,6 @@ def test_ops_are_stock_tensorflow_plus_sentencepiece(export_dir):
     assert ex.unregistered_ops(ops) == ops & ex.SENTENCEPIECE_OPS
 
 
-class _Unservable(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def __call__(self, text):
-        lengths = tf.py_function(lambda t: tf.strings.length(t), [text], tf.int32)
-        words = tf_text.WhitespaceTokenizer().tokenize(text)
-        return {"n": lengths + tf.cast(words.row_lengths(), tf.int32)}
-
-
-def test_op_check_rejects_python_and_other_custom_ops(tmp_path):
-    module = _Unservable()
-    tf.saved_model.save(module, str(tmp_path), signatures=module.__call__.get_concrete_function())
-    bad = ex.unservable_ops(str(tmp_path))
-    assert "EagerPyFunc" in bad
-    assert any(op.startswith("TFText>") for op in bad), bad
-
-
 def test_signature_defaults_are_the_sampling_defaults(export_dir):
     from tensorflow.core.protobuf import saved_model_pb2
 
@@ -439,18 +422,10 @@ def test_long_sentence_comes_back_whole_and_oversized_input_is_refused(loaded, t
 
 
 @pytest.mark.parametrize("batch", [1, 512])
-def test_batch_sizes(loaded, batch):
+def test_serving_signature_translates_batches_of_any_size(loaded, batch):
     texts = tf.constant([f"cat {i}" for i in range(batch)])
     out = loaded.signatures[SERVING_SIGNATURE](text=texts)
     assert out["translations"].shape == [batch] and out["scores"].shape == [batch]
-
-
-def test_version_numbering(tmp_path):
-    base = tmp_path / MODEL_NAME
-    assert ex.next_version(str(base)) == 1
-    for name in ("1", "7", ".tmp-9-x", "backup"):
-        (base / name).mkdir(parents=True)
-    assert ex.next_version(str(base)) == 8
 
 
 def test_existing_version_is_never_overwritten(export_dir):
@@ -459,33 +434,6 @@ def test_existing_version_is_never_overwritten(export_dir):
         ex.save_module(None, base, MODEL_NAME, version=1)
     with pytest.raises(ValueError, match="version"):
         ex.save_module(None, base, MODEL_NAME, version=0)
-
-
-def test_export_rejects_n_best_above_beam_size(model_dir, tmp_path):
-    with pytest.raises(ValueError, match="n_best"):
-        ex.export_savedmodel(model_dir, str(tmp_path), search=SearchOptions(beam_size=2), n_best=3)
-
-
-def test_serving_config_templates_parse():
-    from google.protobuf import text_format
-    from tensorflow_serving.config import model_server_config_pb2
-
-    with open(ROOT / "export" / "models.config") as f:
-        config = text_format.Parse(f.read(), model_server_config_pb2.ModelServerConfig())
-    (model,) = config.model_config_list.config
-    assert (model.name, model.model_platform) == (MODEL_NAME, "tensorflow")
-    assert model.base_path.endswith("/" + MODEL_NAME)
-    assert model.model_version_policy.latest.num_versions == 1
-    # BatchingParameters is not in the tensorflow-serving-api wheel: check the field names.
-    known = {"max_batch_size", "batch_timeout_micros", "max_enqueued_batches",
-             "num_batch_threads", "allowed_batch_sizes", "pad_variable_length_inputs"}  # fmt: skip
-    text = (ROOT / "export" / "batching.config").read_text()
-    fields = re.findall(r"^(\w+)\s*[:{]", text, flags=re.MULTILINE)
-    assert fields and set(fields) <= known
-    sizes = [int(n) for n in re.findall(r"^allowed_batch_sizes: (\d+)", text, re.MULTILINE)]
-    max_batch = int(re.search(r"max_batch_size \{ value: (\d+) \}", text).group(1))
-    # TF Serving requires allowed sizes (if any) sorted and ending with max_batch_size.
-    assert sizes == sorted(sizes) and (not sizes or sizes[-1] == max_batch)
 
 
 def _compiled_closure(export_dir: str) -> list:
@@ -540,25 +488,3 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
                 assert _hex_rows(got[key]) == _hex_rows(value), (name, key)
             else:
                 assert float(tf.reduce_max(tf.abs(got[key] - value))) <= 1e-4, (name, key)
-
-
-def test_export_builds_float32_model_under_a_mixed_policy(model_dir, tmp_path, monkeypatch):
-    import keras
-
-    seen = []
-    load_trained = artifacts.load_trained
-
-    def fake_load_trained(*args, **kwargs):  # the real load, then the model's policies
-        model = load_trained(*args, **kwargs)[0]
-        seen.append({layer.dtype_policy.name for layer in [model, *model._flatten_layers()]})
-        raise RuntimeError("stop after loading")
-
-    monkeypatch.setattr(artifacts, "load_trained", fake_load_trained)
-    keras.config.set_dtype_policy("mixed_float16")
-    try:
-        with pytest.raises(RuntimeError, match="stop after loading"):
-            ex.export_savedmodel(model_dir, str(tmp_path))
-        assert keras.config.dtype_policy().name == "mixed_float16"  # restored
-    finally:
-        keras.config.set_dtype_policy("float32")
-    assert seen == [{"float32"}]

@@ -51,12 +51,12 @@ def test_large_blocks_come_from_the_heap_not_mmap():
 
 
 @glibc_only
-def test_applies_on_glibc(monkeypatch):
+def test_applies_by_default_on_glibc(monkeypatch):
     monkeypatch.delenv(malloc.ENV_VAR, raising=False)
     assert malloc.keep_freed_memory()
 
 
-def test_default_leaves_glibc_alone(monkeypatch):
+def test_setting_default_leaves_glibc_alone(monkeypatch):
     monkeypatch.setenv(malloc.ENV_VAR, "default")
     calls = []
     monkeypatch.setattr(ctypes, "CDLL", lambda *args: calls.append(args))

@@ -191,22 +191,17 @@ def test_causality_future_targets_do_not_change_past_logits(overrides):
         assert np.abs(changed_logits[:, k:] - logits[:, k:]).max() > 1e-4
 
 
-def test_source_padding_is_inert():
-    rng = np.random.default_rng(2)
+@pytest.mark.parametrize("side, seed", [("source", 2), ("target", 3)])
+def test_padding_is_inert(side, seed):
+    """Three PAD ids after the source (or the target) leave the logits of the 4 targets alone."""
+    rng = np.random.default_rng(seed)
     model = perturbed_model(tiny_config())
-    source, target = words(rng, 2, 5), target_ids(rng, 2, 4)
-    logits = logits_of(model, source, target)
-    padded = np.concatenate([source, np.full((2, 3), PAD, "int32")], axis=1)
-    np.testing.assert_allclose(logits_of(model, padded, target), logits, atol=1e-5, rtol=0)
-
-
-def test_target_padding_is_inert():
-    rng = np.random.default_rng(3)
-    model = perturbed_model(tiny_config())
-    source, target = words(rng, 2, 5), target_ids(rng, 2, 4)
-    logits = logits_of(model, source, target)
-    padded = np.concatenate([target, np.full((2, 3), PAD, "int32")], axis=1)
-    np.testing.assert_allclose(logits_of(model, source, padded)[:, :4], logits, atol=1e-5, rtol=0)
+    inputs = {"source": words(rng, 2, 5), "target": target_ids(rng, 2, 4)}
+    logits = logits_of(model, inputs["source"], inputs["target"])
+    padded = dict(inputs)
+    padded[side] = np.concatenate([inputs[side], np.full((2, 3), PAD, "int32")], axis=1)
+    got = logits_of(model, padded["source"], padded["target"])[:, :4]
+    np.testing.assert_allclose(got, logits, atol=1e-5, rtol=0)
 
 
 def test_each_sentence_is_independent_of_the_batch_padding():
@@ -260,7 +255,7 @@ def test_cached_decoding_equals_full_pass(overrides, fixed_cache):
 # Training, saving, mixed precision -------------------------------------------------------------
 
 
-def test_compile_and_fit_one_step():
+def test_one_fit_step_moves_most_weights_and_keeps_them_finite():
     rng = np.random.default_rng(6)
     model = build_transformer(tiny_config(dropout=0.1))
     source = with_padding(words(rng, 4, 6), [6, 5, 4, 3])

@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 import pytest
-from test_long_runs import ENV, max_abs_difference, run, train_command, write_tsv
 
 from keras_transformer import artifacts
+from keras_transformer.testing.runs import ENV, max_abs_difference, run, train_command, write_tsv
 from keras_transformer.training.launch import free_ports
 
 pytestmark = pytest.mark.slow

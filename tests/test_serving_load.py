@@ -14,39 +14,21 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import SearchOptions
 from keras_transformer.serving import load
-from keras_transformer.serving.export import export_savedmodel
-from keras_transformer.testing.model_dir import make_model_dir
 from keras_transformer.testing.serving_double import (
     BatchingPredictionService,
     RequestError,
-    SavedModelPredictionService,
 )
 
 SENTENCES = ["The cat sleeps.", "A red house.", "Open the menu Tools - Options.", "Yes."]
-
-
-@pytest.fixture(scope="module")
-def export_dir(tmp_path_factory):
-    model_dir = make_model_dir(str(tmp_path_factory.mktemp("load_model")), num_layers=1)
-    base = str(tmp_path_factory.mktemp("serving"))
-    return export_savedmodel(
-        model_dir,
-        base,
-        "transformer",
-        search=SearchOptions(beam_size=2),
-        n_best=2,
-        check_ops=False,
-    )
 
 
 def _inputs(proto) -> dict:
     return {key: tf.make_ndarray(value) for key, value in proto.inputs.items()}
 
 
-def test_the_mix_draws_every_kind_and_hostile_ones_are_invalid_argument(export_dir):
-    service = SavedModelPredictionService(export_dir)
+def test_the_mix_draws_every_kind_and_hostile_ones_are_invalid_argument(serving_service):
+    service = serving_service
     draw = load.mixed_requests(SENTENCES)
     rng, seen, checked = random.Random(0), set(), set()
     for _ in range(200):
@@ -65,14 +47,14 @@ def test_the_mix_draws_every_kind_and_hostile_ones_are_invalid_argument(export_d
     assert {without(rng).kind for _ in range(100)} == {"sentences", "document", "nbest", "score"}
 
 
-def test_batched_requests_get_the_answers_they_get_alone(export_dir):
+def test_batched_requests_get_the_answers_they_get_alone(serving_export_dir, serving_service):
     """Concurrent requests merged into calls of up to 8 rows: each gets the rows it gets
     when sent alone (same strings; scores to 1e-4: the batch shape may move a float)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    alone = SavedModelPredictionService(export_dir)
+    alone = serving_service
     batching = BatchingPredictionService(
-        export_dir, max_batch_size=8, batch_timeout_micros=200_000, num_batch_threads=1
+        serving_export_dir, max_batch_size=8, batch_timeout_micros=200_000, num_batch_threads=1
     )
     requests = [[SENTENCES[i % 4], SENTENCES[(i + 1) % 4]][: 1 + i % 2] for i in range(8)]
     inputs = [{"text": np.array([t.encode() for t in texts], dtype=object)} for texts in requests]
@@ -85,8 +67,8 @@ def test_batched_requests_get_the_answers_they_get_alone(export_dir):
         np.testing.assert_allclose(got["scores"], expected["scores"], atol=1e-4)
 
 
-def test_batching_refuses_inputs_without_a_batch_dimension_as_tf_serving_does(export_dir):
-    batching = BatchingPredictionService(export_dir, max_batch_size=8)
+def test_batching_refuses_inputs_without_a_batch_dimension_as_tf_serving_does(serving_export_dir):
+    batching = BatchingPredictionService(serving_export_dir, max_batch_size=8)
     inputs = {"text": np.array([b"Yes."], dtype=object), "temperature": np.array(1.0)}
     inputs.update(top_k=np.array(0, np.int64), top_p=np.array(1.0), seed=np.array(0, np.int64))
     with pytest.raises(RequestError, match="must have at least one dimension.*'temperature'"):
@@ -94,8 +76,8 @@ def test_batching_refuses_inputs_without_a_batch_dimension_as_tf_serving_does(ex
 
 
 @pytest.mark.slow
-def test_thirty_two_clients_for_a_minute(export_dir):
-    server, address = load.start_server(export_dir)
+def test_thirty_two_clients_for_a_minute(serving_export_dir):
+    server, address = load.start_server(serving_export_dir)
     draw = load.mixed_requests(SENTENCES * 8)
     try:
         assert set(load.warm_up(address, draw)) == set(draw.kinds)

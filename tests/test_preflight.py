@@ -1,0 +1,116 @@
+"""Fail early: a bad model directory, corpus or flag (one that contradicts TF_CONFIG) is refused
+before any training, and the training script says so in one `error:` line with exit status 2;
+and the cluster helpers of the local multi-worker launcher.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from keras_transformer.config import TrainingConfig
+from keras_transformer.testing.runs import run, train_command, write_tsv
+from keras_transformer.training import distribute, launch, preflight
+
+
+def test_unwritable_model_dir_is_refused(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cfg = TrainingConfig.from_flat(model_dir=str(blocker / "run"))
+    with pytest.raises(ValueError, match="model_dir is not a writable directory.*file/run"):
+        preflight.check_model_dir_writable(cfg.run.model_dir)
+
+
+def test_model_dir_of_another_config_or_vocabulary_is_refused(tmp_path):
+    write_tsv(tmp_path / "pairs.tsv")
+    cfg = TrainingConfig.from_flat(
+        model="tiny", vocab_size=4000, dataset=f"tsv:{tmp_path / 'pairs.tsv'}",
+        model_dir=str(tmp_path / "r"),
+    )  # fmt: skip
+    os.makedirs(cfg.run.model_dir)
+    preflight.save_run_config(cfg)
+    from keras_transformer import artifacts
+
+    artifacts.save_config(cfg.run.model_dir, cfg.architecture.model_config(57))
+    preflight.check_run(cfg)  # the same run: resumes
+    other_model = cfg.replace(d_model=64)
+    with pytest.raises(ValueError, match="another config.json.*d_model=128 there, 64 requested"):
+        preflight.check_run(other_model)
+    other_vocab = cfg.replace(vocab_size=8000)
+    with pytest.raises(ValueError, match="another vocabulary: vocab_size=4000 there, vocab_si"):
+        preflight.check_run(other_vocab)
+
+
+def test_corpus_without_a_usable_pair_is_refused(tmp_path):
+    (tmp_path / "bad.tsv").write_text("no tab here\n\nthree\ttabs\there\n")
+    dataset, model_dir = f"tsv:{tmp_path / 'bad.tsv'}", str(tmp_path / "r")
+    cfg = TrainingConfig.from_flat(dataset=dataset, model_dir=model_dir)
+    with pytest.raises(ValueError, match=r"no usable 'source<TAB>target' pair .*skipped_no_tab=2"):
+        preflight.check_corpus(cfg)
+
+
+def test_flags_that_contradict_tf_config_are_refused():
+    cluster = json.dumps(
+        {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker"}}
+    )
+    assert distribute.strategy_name("auto", environ={"TF_CONFIG": cluster}) == "multi_worker"
+    assert distribute.strategy_name("auto", environ={}) == "auto"
+    with pytest.raises(ValueError, match="TF_CONFIG describes a cluster but strategy='mirrored'"):
+        distribute.strategy_name("mirrored", environ={"TF_CONFIG": cluster})
+    with pytest.raises(ValueError, match="strategy='multi_worker' needs TF_CONFIG"):
+        distribute.strategy_name("multi_worker", environ={})
+    with pytest.raises(ValueError, match="cpu_replicas=2 needs strategy"):
+        distribute.strategy_name("one_device", cpu_replicas=2, environ={})
+    with pytest.raises(ValueError, match="skip_nonfinite_batches=-1"):
+        TrainingConfig.from_flat(skip_nonfinite_batches=-1)
+
+
+def test_chief_is_the_chief_task_else_worker_0():
+    assert distribute.is_chief_task("chief", 0, ["chief", "worker"])
+    assert not distribute.is_chief_task("worker", 0, ["chief", "worker"])
+    assert distribute.is_chief_task("worker", 0, ["worker"])
+    assert not distribute.is_chief_task("worker", 1, ["worker"])
+    assert distribute.is_chief_task(None, None, [])
+
+
+def test_launcher_builds_the_cluster_spec_its_tasks_and_the_command():
+    ports = launch.free_ports(3)
+    assert len(set(ports)) == 3
+    assert launch.cluster_spec(3, ports) == {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    with_chief = launch.cluster_spec(3, ports, chief=True)
+    assert launch.tasks(with_chief) == [("chief", 0), ("worker", 0), ("worker", 1)]
+    assert launch.training_command(["python", "x.py"]) == ["python", "x.py"]
+    assert launch.training_command(["--train-steps", "5"])[-2:] == ["--train-steps", "5"]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--dataset", "tsv:{tmp}/bad.tsv"], "error: The training split has no usable"),
+        (["--model-dir", "{tmp}/file/run"], "error: model_dir is not a writable directory"),
+    ],
+    ids=["empty_corpus", "unwritable_model_dir"],
+)
+def test_train_script_prints_one_error_line_with_exit_2(tmp_path, flags, message):
+    (tmp_path / "bad.tsv").write_text("no tab here\n")
+    (tmp_path / "file").write_text("")
+    write_tsv(tmp_path / "pairs.tsv")
+    flags = [flag.format(tmp=tmp_path) for flag in flags]
+    command = train_command(tmp_path / "pairs.tsv", tmp_path / "run") + flags
+    started = time.monotonic()
+    result = run(command)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(message), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 60  # before any training
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_train_script_debug_shows_the_traceback(tmp_path):
+    (tmp_path / "bad.tsv").write_text("no tab here\n")
+    result = run(train_command(tmp_path / "bad.tsv", tmp_path / "run") + ["--debug"])
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "ValueError: The training split" in result.stderr
