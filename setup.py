@@ -55,16 +55,26 @@ setup(
         "backends": ["jax", "torch==2.13.0"],
         # export/to_ctranslate2.py and tests/test_ctranslate2.py (.ci/run installs it)
         "ctranslate2": ["ctranslate2>=4.5,<5", "sentencepiece"],
-        # The peers of benchmarks/run.py and model_garden_comparison.py, never needed by the
-        # package: tf-keras and gin-config (what `official.nlp.modeling` imports beyond ours),
-        # PyTorch (torch==2.13.0 installs the local CPU build here; other versions pull
-        # gigabytes of CUDA packages), CTranslate2 and transformers. tf-models-official itself
-        # is not listed: 2.20.0 requires tensorflow~=2.20.0 and tensorflow-text~=2.20.0, so
-        # it goes in apart with `pip install --no-deps tf-models-official==2.20.0`
-        # (benchmarks/README.md).
+        # The peers of the benchmarks (`python benchmarks/run.py train --with-peers`, `learning`),
+        # never needed by the package: PyTorch (torch==2.13.0 installs the local CPU build
+        # here; other versions pull gigabytes of CUDA packages), CTranslate2, transformers, and
+        # what TF Model Garden needs beyond ours: tf-keras, gin-config and seven of
+        # tf-models-official 2.20.0's own requirements (their lower bounds) that a fresh
+        # environment lacks: scipy (`official.nlp.modeling` imports it), pyyaml
+        # (`official.core`), immutabledict, tf-slim, pandas, psutil and py-cpuinfo.
+        # tf-models-official itself is not listed: 2.20.0 requires
+        # tensorflow~=2.20.0 and tensorflow-text~=2.20.0, so it goes in apart with
+        # `pip install --no-deps tf-models-official==2.20.0` (benchmarks/README.md).
         "bench": [
             "tf-keras>=2.21,<2.22",
             "gin-config>=0.5",
+            "scipy>=0.19.1",
+            "immutabledict",
+            "tf-slim>=1.1.0",
+            "pandas>=0.22.0",
+            "psutil>=5.4.3",
+            "py-cpuinfo>=3.3.0",
+            "pyyaml>=6.0.0",
             "torch==2.13.0",
             "ctranslate2>=4.5",
             "transformers",

@@ -3,9 +3,9 @@ command with one change for the number of steps that fits the budget on this mac
 scores its checkpoints averaged over several windows on the whole dev split (beam 4, the
 quick preset's alpha) and the chosen window on the test split.
 
-    python benchmarks/budget_study.py --list
-    python benchmarks/budget_study.py --rows linear,cosine --steps 3300
-    python benchmarks/budget_study.py --table            # rewrite the table from the JSON
+    python benchmarks/run.py recipe budget --list
+    python benchmarks/run.py recipe budget --rows linear,cosine --steps 3300
+    python benchmarks/run.py recipe budget --table            # rewrite the table from the JSON
 
 Rows run `python pipelines/train_wmt.py --model-dir RUNS/NAME --export-dir none --eval-limit 0
 --train-steps N --keep-checkpoints 10 FLAGS` one after another (same seed, same data order).
@@ -27,6 +27,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from benchmarks import flags
 
 WINDOWS = (1, 3, 5, 10)  # checkpoints averaged (100 steps apart)
 # name -> (flags, what it tests)
@@ -70,11 +72,11 @@ def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = 
     from keras_transformer.decoding.evaluation import evaluate_bleu
     from keras_transformer.training.checkpoints import average_checkpoints
 
-    run = TrainingConfig(**artifacts.load_run_config(model_dir))
+    run = TrainingConfig.from_flat(**artifacts.load_run_config(model_dir))
     model, _, tokenizer = artifacts.load_trained(model_dir)
     found = artifacts.list_checkpoints(artifacts.path(model_dir, artifacts.CHECKPOINT_DIR))
-    dev = list(corpus.read_split(run, "dev"))
-    test = list(corpus.read_split(run, "test"))
+    dev = list(corpus.read_split(run.data, "dev"))
+    test = list(corpus.read_split(run.data, "test"))
     search = run.eval_search()
     result = {"dev": {}, "test": {}}
     for k in windows:
@@ -91,9 +93,10 @@ def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = 
 
 def run_row(name: str, flags: str, steps: int, runs_dir: str) -> dict:
     model_dir, wall = _train(name, flags, steps, runs_dir)
+    runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
     evaluation = subprocess.run(
-        [sys.executable, __file__, "--evaluate", model_dir], check=True, capture_output=True,
-        text=True,
+        [sys.executable, runner, "recipe", "budget", "--evaluate", model_dir], check=True,
+        capture_output=True, text=True,
     ).stdout.strip().splitlines()[-1]  # fmt: skip
     with open(os.path.join(model_dir, "summary.json")) as f:
         summary = json.load(f)
@@ -124,31 +127,26 @@ def markdown(rows: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def main(argv=None, prog: str = "python benchmarks/run.py recipe budget") -> None:
+    parser = flags.parser(prog, __doc__)
     parser.add_argument("--rows", default="", help="comma-separated row names")
-    parser.add_argument("--extra", action="append", default=[], metavar="NAME=FLAGS",
-                        help="an ad-hoc row (train_wmt.py flags); may be repeated")  # fmt: skip
-    parser.add_argument("--steps", type=int, help="the budget in steps of the default model")
+    flags.add(parser, extra={})
+    flags.add(parser, steps={"help": "the budget in steps of the default model"})
     parser.add_argument("--step-cost", action="append", default=[], metavar="NAME=RATIO",
                         help="a row's step time over the default's (measured apart)")  # fmt: skip
-    parser.add_argument("--list", action="store_true", help="print the rows and exit")
+    flags.add(parser, list=False)
     parser.add_argument("--table", action="store_true", help="rewrite the table and exit")
     parser.add_argument("--evaluate", help=argparse.SUPPRESS)  # child: one model dir
-    parser.add_argument("--runs-dir", default="runs/budget")
-    parser.add_argument("--output-dir", default="benchmarks/results")
-    parser.add_argument("--rerun", action="store_true")
+    flags.add(parser, runs_dir="runs/budget", output_dir=flags.RESULTS_DIR, rerun=False)
     args = parser.parse_args(argv)
     if args.evaluate:
         print(json.dumps(evaluate_windows(args.evaluate)))
         return
-    rows_spec = {name: flags for name, (flags, _) in ROWS.items()}
+    rows_spec = {name: row for name, (row, _) in ROWS.items()}
     rows_spec.update(dict(extra.split("=", 1) for extra in args.extra))
     if args.list:
-        for name, (flags, what) in ROWS.items():
-            print(f"{name:16s} {flags:40s} {what}")
+        for name, (row, what) in ROWS.items():
+            print(f"{name:16s} {row:40s} {what}")
         return
     path = os.path.join(args.output_dir, "budget_study.json")
     stored = json.load(open(path)) if os.path.exists(path) else {"rows": {}}
@@ -169,7 +167,3 @@ def main(argv=None) -> None:
         print(json.dumps({k: rows[name][k] for k in ("row", "steps", "dev", "test")}), flush=True)
     with open(os.path.join(args.output_dir, "budget_study.md"), "w") as f:
         f.write(markdown(rows))
-
-
-if __name__ == "__main__":
-    main()

@@ -2,7 +2,7 @@
 output length, and the time of each step against its index, cached versus an uncached
 decoder re-run over the whole prefix.
 
-    python benchmarks/decode_benchmark.py --preset tiny --output-dir benchmarks/results
+    python benchmarks/run.py decode sweep --preset tiny --output-dir benchmarks/results
 
 Every run forces its number of steps (EOS is masked out), so all hypotheses have the same
 length. Output tokens/s = sources x steps / wall time (one output per source, whatever the
@@ -12,11 +12,9 @@ decode_benchmark.md and decode_benchmark.png to --output-dir.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
-import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -24,16 +22,22 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from machine import cpu_name  # noqa: E402  (benchmarks/machine.py, beside this script)
 
-from keras_transformer import TransformerConfig, build_transformer  # noqa: E402
-from keras_transformer.decoding import beam_search, incremental_decoder, sample  # noqa: E402
+from benchmarks import flags, machine  # noqa: E402
+from keras_transformer import SearchOptions, TransformerConfig, build_transformer  # noqa: E402
+from keras_transformer.decoding import (  # noqa: E402
+    BeamSearch,
+    LoopOptions,
+    Sampling,
+    decode,
+    incremental_decoder,
+)
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv, prog: str | None = None):
+    parser = flags.parser(prog, __doc__)
     parser.add_argument("--preset", default="tiny", help="tiny | base | big (default: tiny)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size")
+    flags.add(parser, vocab_size=8000)
     parser.add_argument("--source-length", type=int, default=24, help="source tokens")
     parser.add_argument("--beam-size", type=int, default=4, help="beam width")
     parser.add_argument("--batch-sizes", default="1,8,32,64", help="comma-separated")
@@ -42,8 +46,7 @@ def parse_args(argv):
     parser.add_argument("--length-batch", type=int, default=8, help="batch of the length sweep")
     parser.add_argument("--step-rows", type=int, default=32, help="rows of the per-step timing")
     parser.add_argument("--step-count", type=int, default=128, help="steps of per-step timing")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs (median)")
-    parser.add_argument("--output-dir", default="benchmarks/results", help="where to write")
+    flags.add(parser, repeats=3, output_dir=flags.RESULTS_DIR)
     return parser.parse_args(argv)
 
 
@@ -61,10 +64,11 @@ def forced_search(model, config, beam_size, steps):
             return logits + no_eos, cache  # EOS impossible: exactly `steps` steps
 
         bos = tf.fill(tf.shape(source)[:1], config.bos_id)
+        loop = LoopOptions(config.eos_id, config.pad_id)
         if beam_size == 1:
-            return sample(forced, bos, cache, steps, config.eos_id)[0]
-        return beam_search(forced, bos, cache, config.vocab_size, beam_size, 0.6, steps,
-                           config.eos_id)[0]  # fmt: skip
+            return decode(Sampling(), forced, bos, cache, steps, loop)[0]
+        beam = BeamSearch(config.vocab_size, SearchOptions(beam_size=beam_size))  # alpha 0.6
+        return decode(beam, forced, bos, cache, steps, loop)[0]
 
     return run
 
@@ -122,10 +126,10 @@ def per_step_times(model, config, args):
     return results
 
 
-def environment(argv):
-    return {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "tensorflow": tf.__version__, "keras": keras.__version__,
-            "command": " ".join(["python", "benchmarks/decode_benchmark.py", *argv])}  # fmt: skip
+def environment(prog, argv):
+    return {"cpu": machine.cpu_name(), "cores": os.cpu_count(),
+            "python": platform.python_version(), "tensorflow": tf.__version__,
+            "keras": keras.__version__, "command": flags.command(prog, argv)}  # fmt: skip
 
 
 def markdown(report):
@@ -170,12 +174,12 @@ def plot(report, path):
     figure.savefig(path, dpi=110)
 
 
-def main(argv):
-    args = parse_args(argv)
+def main(argv, prog: str = "python benchmarks/run.py decode sweep"):
+    args = parse_args(argv, prog)
     keras.utils.set_random_seed(0)
     config = TransformerConfig.preset(args.preset, args.vocab_size, dropout=0.0, max_length=512)
     model = build_transformer(config)
-    report = {"environment": environment(argv), "model": f"{args.preset} preset, "
+    report = {"environment": environment(prog, argv), "model": f"{args.preset} preset, "
               f"{model.count_params() / 1e6:.1f}M parameters, vocab {args.vocab_size}, "
               f"source length {args.source_length}, growing cache, tf.function"}  # fmt: skip
     batches = [int(b) for b in args.batch_sizes.split(",")]
@@ -193,7 +197,3 @@ def main(argv):
         f.write(markdown(report))
     plot(report, base + ".png")
     print(markdown(report))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

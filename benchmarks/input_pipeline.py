@@ -1,6 +1,6 @@
 """Padding waste and speed of the training input pipeline (`make_batches`), alone.
 
-    python benchmarks/input_pipeline.py --model-dir runs/sample_en_de --batches 400
+    python benchmarks/run.py profile input --model-dir runs/sample_en_de --batches 400
 
 Builds the train batches exactly as `python pipelines/train_wmt.py` does for the run in
 `--model-dir` (its `training_config.json` and `spm.model`), pulls `--batches` of them with
@@ -15,10 +15,11 @@ no model attached, and reports:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
+
+from benchmarks import flags
 
 
 def run(args) -> dict:
@@ -30,11 +31,12 @@ def run(args) -> dict:
     from keras_transformer.data.tokenizer import SubwordTokenizer
 
     with open(os.path.join(args.model_dir, "training_config.json")) as f:
-        cfg = TrainingConfig(**json.load(f))
+        cfg = TrainingConfig.from_flat(**json.load(f))
     tokenizer = SubwordTokenizer.from_file(os.path.join(args.model_dir, "spm.model"))
     batches = make_batches(
-        corpus.load_split(cfg, "train"), tokenizer=tokenizer, max_length=cfg.max_length,
-        batch_tokens=cfg.batch_tokens, training=True, seed=cfg.seed, cache=True,
+        corpus.load_split(cfg.data, "train"), tokenizer=tokenizer,
+        max_length=cfg.architecture.max_length, batch_tokens=cfg.recipe.batch_tokens,
+        training=True, seed=cfg.recipe.seed, cache=True,
     )  # fmt: skip
     slots = real = tight = 0
     for inputs, labels in batches.take(args.batches):  # first pass: tokenizes, fills the cache
@@ -49,7 +51,7 @@ def run(args) -> dict:
     seconds = time.perf_counter() - start
     return {
         "model_dir": args.model_dir,
-        "batch_tokens": cfg.batch_tokens,
+        "batch_tokens": cfg.recipe.batch_tokens,
         "batches": args.batches,
         "padding_share": round(1 - real / slots, 4),
         "padding_share_if_padded_to_longest": round(1 - real / tight, 4),
@@ -58,14 +60,8 @@ def run(args) -> dict:
     }
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--model-dir", default="runs/sample_en_de", help="a training run")
+def main(argv=None, prog: str = "python benchmarks/run.py profile input") -> None:
+    parser = flags.parser(prog, __doc__)
+    flags.add(parser, model_dir={"default": "runs/sample_en_de", "help": "a training run"})
     parser.add_argument("--batches", type=int, default=400, help="batches to pull")
     print(json.dumps(run(parser.parse_args(argv))))
-
-
-if __name__ == "__main__":
-    main()

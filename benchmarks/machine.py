@@ -1,7 +1,8 @@
-"""The machine a benchmark ran on, for its results (shared by the benchmark scripts)."""
+"""The machine a benchmark ran on, for its results (shared by the workloads)."""
 
 from __future__ import annotations
 
+import os
 import platform
 
 
@@ -13,6 +14,21 @@ def cpu_name() -> str:
     except OSError:
         names = []
     return names[0] if names else platform.processor()
+
+
+def description() -> str:
+    """ "CPU NAME, N cores": the machine line of every result."""
+    return f"{cpu_name()}, {os.cpu_count()} cores"
+
+
+def emulates_bfloat16(flags: set[str] | None = None) -> bool:
+    """Whether this CPU lacks bfloat16 arithmetic (neither `avx512_bf16` nor `amx_bf16` in
+    /proc/cpuinfo, the flags `--mixed-precision auto` looks for), so that TensorFlow and
+    PyTorch emulate bfloat16 on it. `flags` defaults to this machine's."""
+    from keras_transformer.training.precision import BFLOAT16_CPU_FLAGS, cpu_flags
+
+    flags = cpu_flags() if flags is None else flags
+    return not any(flag in flags for flag in BFLOAT16_CPU_FLAGS)
 
 
 def accelerator_name() -> str:

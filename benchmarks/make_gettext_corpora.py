@@ -2,7 +2,7 @@
 from the gettext catalogs (`.mo` files) that Debian packages install: the English message of a
 program and its German translation.
 
-    python benchmarks/make_gettext_corpora.py --output-dir runs/gettext
+    python benchmarks/run.py corpus gettext --output-dir runs/gettext
     python pipelines/train_wmt.py --dataset tsv:runs/gettext/db.train.tsv --model-dir runs/db
 
 - `db`: the messages of the PostgreSQL server and its tools (errors, hints, help texts), about
@@ -22,12 +22,13 @@ xkeyboard-config, shared-mime-info).
 
 from __future__ import annotations
 
-import argparse
 import gettext
 import glob
 import hashlib
 import os
 import re
+
+from benchmarks import flags
 
 LOCALE_DIR = "/usr/share/locale/de/LC_MESSAGES"
 DOMAINS = {
@@ -96,11 +97,9 @@ def split(pairs, held_out: int):
     return train, dev, test
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--output-dir", default="runs/gettext", help="where the TSVs go")
+def main(argv=None, prog: str = "python benchmarks/run.py corpus gettext") -> None:
+    parser = flags.parser(prog, __doc__)
+    flags.add(parser, output_dir={"default": "runs/gettext", "help": "where the TSVs go"})
     parser.add_argument("--held-out", type=int, default=400, help="dev and test pairs each")
     parser.add_argument("--locale-dir", default=LOCALE_DIR, help="German .mo catalogs")
     args = parser.parse_args(argv)
@@ -117,7 +116,3 @@ def main(argv=None) -> None:
             with open(path, "w", encoding="utf-8") as f:
                 f.writelines(f"{s}\t{t}\n" for s, t in part)
             print(f"{path}: {len(part)} pairs")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """A rule-based English -> German toy corpus (numbers, dates, times, verb-second word order),
 to check that a training recipe also learns outside the bundled LibreOffice domain.
 
-    python benchmarks/make_toy_corpus.py --output-dir runs/toy --train 20000
+    python benchmarks/run.py corpus toy --output-dir runs/toy --train 20000
     python pipelines/train_wmt.py --dataset tsv:runs/toy/toy.train.tsv --model-dir runs/toy_run
 
 English writes numbers in digits ("On 3 May 2021 we buy 24 apples."); German spells them out
@@ -12,9 +12,10 @@ vierundzwanzig Äpfel."). Writes `toy.{train,dev,test}.tsv` (no sentence in two 
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
+
+from benchmarks import flags
 
 ONES = "null eins zwei drei vier fünf sechs sieben acht neun zehn elf zwölf dreizehn vierzehn "
 ONES += "fünfzehn sechzehn siebzehn achtzehn neunzehn"
@@ -122,9 +123,9 @@ def make_pair(rng: random.Random) -> tuple[str, str]:
     return en, f"{de_subj[0].upper()}{de_subj[1:]} {de_verb} {de_obj}."
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output-dir", default="runs/toy", help="where toy.*.tsv go")
+def main(argv=None, prog: str = "python benchmarks/run.py corpus toy") -> None:
+    parser = flags.parser(prog, __doc__)
+    flags.add(parser, output_dir={"default": "runs/toy", "help": "where toy.*.tsv go"})
     parser.add_argument("--train", type=int, default=20000, help="training pairs")
     parser.add_argument("--dev", type=int, default=500, help="dev pairs")
     parser.add_argument("--test", type=int, default=1000, help="test pairs")
@@ -142,7 +143,3 @@ def main(argv=None) -> None:
         with open(os.path.join(args.output_dir, f"toy.{split}.tsv"), "w") as f:
             f.writelines(f"{en}\t{de}\n" for en, de in pairs)
         print(f"{split}: {len(pairs)} pairs")
-
-
-if __name__ == "__main__":
-    main()

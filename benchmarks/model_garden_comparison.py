@@ -1,7 +1,7 @@
 """Our Transformer against TF Model Garden's `Seq2SeqTransformer`, trained side by side.
 
     pip install -e ".[bench]" && pip install --no-deps tf-models-official==2.20.0
-    python benchmarks/model_garden_comparison.py --steps 300 --eval-every 100 --bleu-pairs 100
+    python benchmarks/run.py learning --steps 300 --eval-every 100 --bleu-pairs 100
 
 Both models get the same sizes (a `TransformerConfig` preset), the same SentencePiece vocabulary
 of the bundled corpus, shared embeddings scaled by sqrt(d_model), the same Adam(0.9, 0.98, 1e-9)
@@ -17,14 +17,13 @@ Writes OUTPUT_DIR/model_garden_comparison.{json,md,png}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import time
 
-from machine import cpu_name  # benchmarks/machine.py, beside this script
-from peers import model_garden  # benchmarks/peers/, beside this script
+from benchmarks import flags, machine
+from benchmarks.peers import model_garden
 
 
 def _train_chunk(model, batches, to_inputs) -> float:
@@ -75,7 +74,7 @@ def build_systems(config, cfg):
     compile_model(ours, config, cfg)
     garden = model_garden.build(config, beam_size=1, extra_decode_length=50, alpha=0.6)
     schedule = model_garden.tf_keras_schedule(
-        config.d_model, cfg.warmup_steps, cfg.learning_rate_scale
+        config.d_model, cfg.recipe.warmup_steps, cfg.recipe.learning_rate_scale
     )
     loss = MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=config.pad_id)
     garden.compile(
@@ -96,21 +95,21 @@ def run(args) -> dict:
     from keras_transformer.decoding.translator import Translator
     from keras_transformer.training.trainer import _datasets, prepare_tokenizer
 
-    cfg = TrainingConfig(
+    cfg = TrainingConfig.from_flat(
         model=args.preset, model_dir=args.model_dir, vocab=args.vocab, vocab_size=args.vocab_size,
         batch_tokens=args.batch_tokens, max_length=args.max_length, dropout=0.0,
         warmup_steps=args.warmup_steps, seed=args.seed, train_steps=args.steps,
     )  # fmt: skip
-    os.makedirs(cfg.model_dir, exist_ok=True)
+    os.makedirs(cfg.run.model_dir, exist_ok=True)
     keras.utils.set_random_seed(args.seed)  # Python, NumPy, TF and Keras 3's generator
     tf_keras.utils.set_random_seed(args.seed)
     tokenizer = prepare_tokenizer(cfg)
-    config = cfg.model_config(tokenizer.vocab_size)
+    config = cfg.architecture.model_config(tokenizer.vocab_size)
     train, dev = _datasets(cfg, tokenizer, num_replicas=1)
     as_numpy = lambda x, y: (x["source"].numpy(), x["target"].numpy(), y.numpy())  # noqa: E731
     train_batches = [as_numpy(x, y) for x, y in train.take(args.steps)]
     dev_batches = [as_numpy(x, y) for x, y in dev]
-    pairs = list(corpus.read_split(cfg, "dev", limit=args.bleu_pairs))
+    pairs = list(corpus.read_split(cfg.data, "dev", limit=args.bleu_pairs))
     print(f"{len(train_batches)} train batches, {len(dev_batches)} dev batches, "
           f"{len(pairs)} BLEU pairs, vocabulary {tokenizer.vocab_size}", flush=True)  # fmt: skip
 
@@ -126,7 +125,7 @@ def run(args) -> dict:
     translator = Translator(ours, tokenizer, SearchOptions(beam_size=1, alpha=0.6))
 
     def mg_translate(texts):
-        ids = tokenizer.encode_source(tf.constant(texts), cfg.max_length).to_tensor(0)
+        ids = tokenizer.encode_source(tf.constant(texts), cfg.architecture.max_length).to_tensor(0)
         texts = tokenizer.detokenize(garden({"inputs": ids})["outputs"])  # cut at EOS
         return [t.decode() for t in texts.numpy()]
 
@@ -151,7 +150,7 @@ def run(args) -> dict:
             history[name].append(record)
             print(f"{name:12s} {json.dumps(record)}", flush=True)
     return {
-        "machine": _machine(), "python": platform.python_version(),
+        "machine": machine.description(), "python": platform.python_version(),
         "tensorflow": tf.__version__, "tf_keras": tf_keras.__version__,
         "keras": keras.__version__, "date": time.strftime("%Y-%m-%d"),
         "model_garden": __import__("importlib.metadata").metadata.version("tf-models-official"),
@@ -159,10 +158,6 @@ def run(args) -> dict:
         "train_tokens_per_step": float(np.mean([(b[2] != 0).sum() for b in train_batches])),
         "history": history,
     }  # fmt: skip
-
-
-def _machine() -> str:
-    return f"{cpu_name()}, {os.cpu_count()} cores"
 
 
 def _cell(value) -> str:
@@ -221,30 +216,25 @@ def write_results(result: dict, output_dir: str) -> None:
     figure.savefig(path + ".png", dpi=100)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def main(argv=None, prog: str = "python benchmarks/run.py learning") -> None:
+    parser = flags.parser(prog, __doc__)
     parser.add_argument("--preset", default="quick", help="TransformerConfig preset (dropout 0)")
-    parser.add_argument("--steps", type=int, default=300, help="training steps of each model")
+    flags.add(parser, steps={"default": 300, "help": "training steps of each model"})
     parser.add_argument("--eval-every", type=int, default=100, help="steps between dev passes")
     parser.add_argument("--bleu-pairs", type=int, default=100, help="dev pairs decoded for BLEU")
     parser.add_argument("--batch-tokens", type=int, default=1536, help="tokens per batch")
     parser.add_argument("--warmup-steps", type=int, default=400, help="of the paper's schedule")
-    parser.add_argument("--vocab-size", type=int, default=4000, help="SentencePiece pieces")
+    flags.add(parser, vocab_size={"default": 4000, "help": "SentencePiece pieces"})
     parser.add_argument("--vocab", default=None, help="an existing spm.model to reuse")
     parser.add_argument("--max-length", type=int, default=128, help="longest sentence kept")
     parser.add_argument("--seed", type=int, default=1234, help="data order and weights")
-    parser.add_argument(
-        "--model-dir", default="runs/model_garden_comparison", help="where the vocabulary goes"
-    )
-    parser.add_argument("--output-dir", default="benchmarks/results", help="JSON, table, plot")
+    flags.add(
+        parser, model_dir={"default": "runs/model_garden_comparison",
+                           "help": "where the vocabulary goes"},
+        output_dir=flags.RESULTS_DIR,
+    )  # fmt: skip
     args = parser.parse_args(argv)
     result = run(args)
     write_results(result, args.output_dir)
     with open(os.path.join(args.output_dir, "model_garden_comparison.md")) as f:
         print(f.read())
-
-
-if __name__ == "__main__":
-    main()

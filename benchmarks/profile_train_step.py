@@ -1,6 +1,6 @@
 """Where the time of one training step goes: the step cut into nested parts, each timed alone.
 
-    python benchmarks/profile_train_step.py --config base --vocab-size 32000 --batch 32 \
+    python benchmarks/run.py profile tf --config base --vocab-size 32000 --batch 32 \
         --length 32 --repeats 5 [--trace-dir /tmp/trace]
 
 Every part is one `tf.function` over the same synthetic batch (`--batch` sentences of
@@ -24,13 +24,11 @@ the median per part is reported. `--trace-dir` also writes a TF profiler trace o
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import platform
 import time
 
-from machine import cpu_name  # benchmarks/machine.py, beside this script
+from benchmarks import flags, machine
 
 
 def _parts(model, loss_fn, optimizer, fused_adam, inputs, labels):
@@ -118,10 +116,10 @@ def run(args) -> dict:
     from keras_transformer.training.trainer import compile_model
 
     fit_model = build_transformer(config, dtype=dtype)
-    compile_model(fit_model, config, TrainingConfig(jit_compile=False))
+    compile_model(fit_model, config, TrainingConfig.from_flat(jit_compile=False))
     parts["fit step"] = lambda: fit_model.train_on_batch(inputs, labels)
     bare_model = build_transformer(config, dtype=dtype)  # the same step without the token metrics
-    compile_model(bare_model, config, TrainingConfig(jit_compile=False))
+    compile_model(bare_model, config, TrainingConfig.from_flat(jit_compile=False))
     bare_model.compile(optimizer=bare_model.optimizer, loss=bare_model.loss)
     parts["fit step, no metrics"] = lambda: bare_model.train_on_batch(inputs, labels)
 
@@ -144,7 +142,7 @@ def run(args) -> dict:
     medians = {name: float(np.median(t)) for name, t in times.items()}
     tokens = args.batch * args.length
     return {
-        "machine": f"{cpu_name()}, {os.cpu_count()} cores",
+        "machine": machine.description(),
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
@@ -181,33 +179,21 @@ def _table(result) -> str:
     return "\n".join(rows)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--config", default="base", help="TransformerConfig preset")
-    parser.add_argument("--vocab-size", type=int, default=32000, help="shared vocabulary size")
-    parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
-    parser.add_argument("--length", type=int, default=32, help="tokens per sentence, each side")
+def main(argv=None, prog: str = "python benchmarks/run.py profile tf") -> None:
+    parser = flags.parser(prog, __doc__)
+    flags.add(parser, config="base", vocab_size=32000, batch=32, length=32)
     parser.add_argument(
-        "--dtype",
-        default="",
+        "--dtype", default="",
         help="Keras dtype policy of the models, e.g. mixed_bfloat16 (default: the global one)",
-    )
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds over the parts")
+    )  # fmt: skip
+    flags.add(parser, repeats={"default": 5, "help": "timed rounds over the parts"})
     parser.add_argument("--trace-dir", default="", help="also write a TF profiler trace here")
-    parser.add_argument("--json", default="", help="also write the result to this file")
+    flags.add(parser, json="")
     args = parser.parse_args(argv)
     from keras_transformer import malloc
 
-    malloc.keep_freed_memory()  # as the commands and run.py do
+    malloc.keep_freed_memory()  # as the commands and the train workload do
     result = run(args)
     print(json.dumps(result))
     print(_table(result))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()
+    flags.write_json(result, args.json)

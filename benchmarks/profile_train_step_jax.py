@@ -1,9 +1,9 @@
 """Where a GPU training step's time goes under Keras' JAX backend: nested parts, each jitted.
 
-    KERAS_BACKEND=jax python benchmarks/profile_train_step_jax.py --config big \
+    KERAS_BACKEND=jax python benchmarks/run.py profile jax --config big \
         --vocab-size 32000 --batch 512 --length 64 --mixed-precision mixed_bfloat16
 
-The JAX twin of `profile_train_step.py` (TensorFlow), for a GPU machine without TensorFlow.
+The JAX twin of `profile tf` (TensorFlow), for a GPU machine without TensorFlow.
 Each part is one `jax.jit` function of the model's variables over the same synthetic batch
 (`--batch` sentences of `--length` tokens each side), and each part contains the previous one,
 so the differences are the cost of what a part adds:
@@ -26,12 +26,11 @@ and the median per call is reported, with the share of the fit step.
 from __future__ import annotations
 
 import json
-import platform
 import statistics
 import time
 
-from machine import accelerator_name  # benchmarks/machine.py and train_benchmark.py, beside
-from train_benchmark import build_model, model_parser, wait_for_device
+from benchmarks import flags
+from benchmarks.train_benchmark import build_model, model_facts, model_parser, wait_for_device
 
 
 def _use_fused_attention() -> None:
@@ -84,7 +83,6 @@ def _parts(model, loss_fn, inputs, labels) -> dict:
 
 
 def run(args) -> dict:
-    import keras
     import numpy as np
 
     if args.attention == "fused":
@@ -106,15 +104,7 @@ def run(args) -> dict:
             times[name].append(1000 * (time.perf_counter() - start) / args.steps)
     step_ms = statistics.median(times["fit step"])
     return {
-        "accelerator": accelerator_name(),
-        "backend": keras.backend.backend(),
-        "keras": keras.__version__,
-        "python": platform.python_version(),
-        "config": args.config,
-        "parameters": model.count_params(),
-        "batch": [args.batch, args.length],
-        "mixed_precision": args.mixed_precision,
-        "dropout": model.config.dropout,
+        **model_facts(model, args, args.batch),
         "attention": args.attention,
         "ms": {name: round(statistics.median(t), 2) for name, t in times.items()},
         "share_of_fit_step": {
@@ -123,17 +113,11 @@ def run(args) -> dict:
     }
 
 
-def main(argv=None) -> None:
-    parser = model_parser(__doc__)
-    parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
-    parser.add_argument("--steps", type=int, default=5, help="calls per timed round")
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median)")
+def main(argv=None, prog: str = "python benchmarks/run.py profile jax") -> None:
+    parser = model_parser(prog, __doc__)
+    flags.add(parser, batch=32, steps={"default": 5, "help": "calls per timed round"}, repeats=3)
     parser.add_argument(
         "--attention", default="ours", choices=("ours", "fused"),
         help="our attention core, or keras.ops.dot_product_attention in its place",
     )  # fmt: skip
     print(json.dumps(run(parser.parse_args(argv))))
-
-
-if __name__ == "__main__":
-    main()

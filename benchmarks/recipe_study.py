@@ -1,8 +1,8 @@
 """Recipe study for the CPU quick-start run: train named variants of `pipelines/train_wmt.py`
 one after another and tabulate steps, speed, dev loss/accuracy, test BLEU/chrF and cost.
 
-    python benchmarks/recipe_study.py --list
-    python benchmarks/recipe_study.py --variants s_post_lr05,s_pre_lr1
+    python benchmarks/run.py recipe --list
+    python benchmarks/run.py recipe --variants s_post_lr05,s_pre_lr1
 
 Each variant runs `python pipelines/train_wmt.py --model-dir RUNS/<name> --export-dir none
 <flags>` as a child process and reads `RUNS/<name>/summary.json`. Wall time is noisy on a
@@ -15,7 +15,6 @@ study can run in several sittings; a variant whose summary exists is not retrain
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -24,6 +23,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from benchmarks import flags
 
 # "s_": screening run, 600 steps, BLEU on the first 200 test pairs; "t_": throughput only;
 # "f_": full budget, whole test split. None: the README's command exactly (no flags, model dir
@@ -68,7 +69,7 @@ VARIANTS = {
     "t_tiny_bf16": "--config tiny --train-steps 200 --eval-limit 0 --mixed-precision "
     "mixed_bfloat16",
     "f_default": None,
-    # python benchmarks/make_toy_corpus.py first:
+    # python benchmarks/run.py corpus toy first:
     "f_toy": "--dataset tsv:runs/toy/toy.train.tsv",
     "s_toy_800": "--dataset tsv:runs/toy/toy.train.tsv --train-steps 800",
 }
@@ -183,25 +184,20 @@ def load_rows(output_dir: str) -> dict[str, dict]:
         return json.load(f)["rows"]
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def main(argv=None, prog: str = "python benchmarks/run.py recipe study") -> None:
+    parser = flags.parser(prog, __doc__)
     parser.add_argument("--variants", default="", help="comma-separated variant names to run")
-    parser.add_argument("--list", action="store_true", help="print the variants and exit")
-    parser.add_argument(
-        "--extra", action="append", default=[], metavar="NAME=FLAGS",
-        help="an ad-hoc variant: NAME=FLAGS (train_wmt.py flags); may be repeated",
+    flags.add(
+        parser, list={"help": "print the variants and exit"}, extra={},
+        runs_dir={"default": "runs/study", "help": "model dirs of the variants"},
+        output_dir=flags.RESULTS_DIR, rerun=False,
     )  # fmt: skip
-    parser.add_argument("--runs-dir", default="runs/study", help="model dirs of the variants")
-    parser.add_argument("--output-dir", default="benchmarks/results", help="table and JSON")
-    parser.add_argument("--rerun", action="store_true", help="retrain variants already done")
     args = parser.parse_args(argv)
     variants = dict(VARIANTS)
     variants.update(dict(extra.split("=", 1) for extra in args.extra))
     if args.list:
-        for name, flags in variants.items():
-            print(f"{name:16s} {'(no flags: the README command)' if flags is None else flags}")
+        for name, row in variants.items():
+            print(f"{name:16s} {'(no flags: the README command)' if row is None else row}")
         return
     rows = load_rows(args.output_dir)
     names = [n for n in args.variants.split(",") if n] + [e.split("=")[0] for e in args.extra]
@@ -217,7 +213,3 @@ def main(argv=None) -> None:
         rows[name] = row
         write_results(rows, args.output_dir)
         print(json.dumps({k: row[k] for k in ("variant", "steps", "bleu", "chrf", "cpu_seconds")}))
-
-
-if __name__ == "__main__":
-    main()

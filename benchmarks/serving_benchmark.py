@@ -1,9 +1,9 @@
 """Latency (p50/p90) and throughput of the exported `serving_default` signature.
 
-    python benchmarks/serving_benchmark.py --export-dir serving/models/transformer/1
-    python benchmarks/serving_benchmark.py --model-dir runs/en_de --grpc   # exports first
-    python benchmarks/serving_benchmark.py        # no model: the tiny untrained test model
-    python benchmarks/serving_benchmark.py --model-dir runs/sample_en_de --documents 8
+    python benchmarks/run.py serving --export-dir serving/models/transformer/1
+    python benchmarks/run.py serving --model-dir runs/en_de --grpc   # exports first
+    python benchmarks/run.py serving        # no model: the tiny untrained test model
+    python benchmarks/run.py serving --model-dir runs/sample_en_de --documents 8
 
 Sources are the English side of the bundled sample test split, cycled into batches of each
 size. "in-process" calls the signature of `tf.saved_model.load`; "grpc" goes through
@@ -24,13 +24,12 @@ latency and the server's memory (first and last ten seconds). `--batching MAX,TI
 THREADS ...` adds runs of the batchable mix (no sampling) without and with an emulation of TF
 Serving's `--enable_batching` (BUILD.md, "Batching"):
 
-    python benchmarks/serving_benchmark.py --model-dir runs/sample_en_de --load 60
-    python benchmarks/serving_benchmark.py --export-dir DIR --load 30 --batching 32,2000,2
+    python benchmarks/run.py serving --model-dir runs/sample_en_de --load 60
+    python benchmarks/run.py serving --export-dir DIR --load 30 --batching 32,2000,2
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -44,8 +43,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402
-from machine import cpu_name  # noqa: E402  (benchmarks/machine.py, beside this script)
 
+from benchmarks import flags, machine  # noqa: E402
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
 from keras_transformer.decoding.evaluation import group_documents  # noqa: E402
@@ -126,18 +125,18 @@ def environment(args) -> dict:
     return dict(
         export_dir=args.export_dir, model_dir=args.model_dir or "tiny untrained test model",
         date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        machine=dict(platform=platform.platform(), processor=cpu_name(),
+        machine=dict(platform=platform.platform(), processor=machine.cpu_name(),
                      cpus=os.cpu_count(), gpus=len(tf.config.list_physical_devices("GPU"))),
         versions=dict(python=platform.python_version(), tensorflow=tf.__version__,
                       tensorflow_text=tensorflow_text.__version__),
     )  # fmt: skip
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
+    parser = flags.parser(prog, __doc__)
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--export-dir", help="a version directory of an export")
-    where.add_argument("--model-dir", help="a trained model directory (exported first)")
+    flags.add(where, model_dir={"help": "a trained model directory (exported first)"})
     parser.add_argument(
         "--beam-size", type=int, default=SearchOptions().beam_size, help="when exporting here"
     )
@@ -242,7 +241,3 @@ def print_table(rows: list) -> None:
     for r in rows:
         print(f"| {r['path']} | {r['batch']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} "
               f"| {r['sentences_per_s']:.1f} |")  # fmt: skip
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
 """Training throughput: target tokens/s of `model.fit` steps on synthetic token-budget batches.
 
-    python benchmarks/train_benchmark.py --config tiny --batch-tokens 3072 --steps 30
+    python benchmarks/run.py train fit --config tiny --batch-tokens 3072 --steps 30
     XLA_FLAGS=--xla_gpu_enable_triton_gemm=false KERAS_BACKEND=jax \
-        python benchmarks/train_benchmark.py --config big --vocab-size 32000 \
+        python benchmarks/run.py train fit --config big --vocab-size 32000 \
         --batch-tokens 65536 --length 64 --mixed-precision mixed_bfloat16 --peak-tflops 989
 
 (the second on an H100 or H200, whose dense bfloat16 peak is 989 TFLOP/s; it runs without
@@ -26,17 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import time
 
-from machine import accelerator_name, cpu_name  # benchmarks/machine.py, beside this script
+from benchmarks import flags, machine
 
 JIT_COMPILE = {"auto": "auto", "on": True, "off": False}  # --jit-compile -> compile(jit_compile)
-
-
-def _machine() -> str:
-    return f"{cpu_name()}, {os.cpu_count()} cores"
 
 
 def wait_for_device(model) -> None:
@@ -47,17 +42,15 @@ def wait_for_device(model) -> None:
     keras.ops.convert_to_numpy(model.trainable_variables[-1])
 
 
-def model_parser(description: str) -> argparse.ArgumentParser:
-    """A parser with the flags that choose the model and its precision: this script's and
+def model_parser(prog: str | None, description: str) -> argparse.ArgumentParser:
+    """A parser with the flags that choose the model and its precision: this workload's and
     profile_train_step_jax.py's, which add their own flags to it."""
-    parser = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument(
-        "--config", default="tiny", choices=("tiny", "base", "big"), help="model preset"
-    )
-    parser.add_argument("--vocab-size", type=int, default=8000, help="shared vocabulary")
-    parser.add_argument("--length", type=int, default=32, help="source and target length")
+    parser = flags.parser(prog, description)
+    flags.add(
+        parser, config={"default": "tiny", "choices": ("tiny", "base", "big")},
+        vocab_size={"default": 8000, "help": "shared vocabulary"},
+        length={"default": 32, "help": "source and target length"},
+    )  # fmt: skip
     parser.add_argument(
         "--mixed-precision", default="none",
         choices=("none", "mixed_bfloat16", "mixed_float16"), help="dtype policy",
@@ -98,7 +91,6 @@ def batch_rows(args) -> int:
 
 
 def run(args) -> dict:
-    import keras
     import numpy as np
 
     model = build_model(args, JIT_COMPILE[args.jit_compile])
@@ -113,8 +105,20 @@ def run(args) -> dict:
     wait_for_device(model)
     seconds = time.perf_counter() - start
     result = {
-        "machine": _machine(),
-        "accelerator": accelerator_name(),
+        "machine": machine.description(),
+        **model_facts(model, args, rows),
+        "jit_compile": model.jit_compile,  # as resolved by Keras
+    }
+    return _with_rates(result, args, seconds)
+
+
+def model_facts(model, args, rows: int) -> dict:
+    """What a result of `build_model(args)` on batches of `rows` x --length records: the
+    accelerator, backend and versions, the model and its precision."""
+    import keras
+
+    return {
+        "accelerator": machine.accelerator_name(),
         "backend": keras.backend.backend(),
         "keras": keras.__version__,
         "python": platform.python_version(),
@@ -123,9 +127,7 @@ def run(args) -> dict:
         "batch": [rows, args.length],
         "mixed_precision": args.mixed_precision,
         "dropout": model.config.dropout,
-        "jit_compile": model.jit_compile,  # as resolved by Keras
     }
-    return _with_rates(result, args, seconds)
 
 
 def _with_rates(result: dict, args, seconds: float) -> dict:
@@ -143,8 +145,9 @@ def _with_rates(result: dict, args, seconds: float) -> dict:
 def run_pytorch(args) -> dict:
     """PyTorch's nn.Transformer of the same sizes (no dropout) on the same batch shape."""
     import torch
-    from peers.pytorch_nmt import make_train
-    from peers.spec import Spec
+
+    from benchmarks.peers.pytorch_nmt import make_train
+    from benchmarks.peers.spec import Spec
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     rows = batch_rows(args)
@@ -169,24 +172,21 @@ def run_pytorch(args) -> dict:
     return _with_rates(result, args, seconds)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = model_parser(__doc__)
+def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
+    parser = model_parser(prog, __doc__)
     parser.add_argument("--batch-tokens", type=int, default=3072, help="tokens per batch side")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    flags.add(parser, steps=20)
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps (tracing, XLA)")
-    parser.add_argument(
-        "--jit-compile",
-        nargs="?",
-        const="on",
-        default="auto",
-        choices=tuple(JIT_COMPILE),
-        help="compile the train step: auto (Keras' choice: jax.jit under JAX, XLA on a "
-        "TensorFlow GPU, none on a CPU), on (a bare --jit-compile) or off",
-    )
     parser.add_argument("--peak-tflops", type=float, default=0.0, help="device peak, for MFU")
     parser.add_argument(
-        "--pytorch", action="store_true",
+        "--pytorch",
+        action="store_true",
         help="also time PyTorch's nn.Transformer on the same shapes (needs --dropout 0)",
+    )
+    parser.add_argument(
+        "--jit-compile", nargs="?", const="on", default="auto", choices=tuple(JIT_COMPILE),
+        help="compile the train step: auto (Keras' choice: jax.jit under JAX, XLA on a "
+        "TensorFlow GPU, none on a CPU), on (a bare --jit-compile) or off",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.pytorch and args.dropout != 0:
@@ -195,14 +195,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "python benchmarks/run.py train fit") -> None:
+    args = parse_args(argv, prog)
     # PyTorch first: JAX takes 75 % of a GPU's memory when it starts
     theirs = run_pytorch(args) if args.pytorch else None
     print(json.dumps(run(args)))
     if theirs:
         print(json.dumps(theirs))
-
-
-if __name__ == "__main__":
-    main()

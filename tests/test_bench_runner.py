@@ -1,9 +1,10 @@
-"""`benchmarks/run.py` on tiny shapes (ours only), and the peers' models against ours: equal
-parameter counts are an independent check that every system does the same work."""
+"""The benchmark runner (`benchmarks/run.py`, `python -m benchmarks`) on tiny shapes (ours
+only), its dispatch to every workload, and the peers' models against ours: equal parameter
+counts are an independent check that every system does the same work."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import math
 import os
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = ROOT / "benchmarks" / "run.py"
 TINY = ["--config", "tiny", "--vocab-size", "200", "--batch", "4", "--length", "8",
         "--steps", "2", "--repeats", "1"]  # fmt: skip
 CONFIGS = ("tiny", "quick")  # post-norm and pre-norm
@@ -21,32 +23,88 @@ CONFIGS = ("tiny", "quick")  # post-norm and pre-norm
 
 @pytest.fixture(scope="module")
 def bench():
-    """benchmarks/run.py as a module, with benchmarks/ importable (`peers`, `machine`)."""
+    """`benchmarks.runner`, with the repository root (the `benchmarks` package) importable."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(BENCHMARKS))
-        yield _load_script("bench_run", "run.py")
+        patch.syspath_prepend(str(ROOT))
+        yield importlib.import_module("benchmarks.runner")
 
 
-def _load_script(name: str, script: str):
-    """benchmarks/`script` as a module called `name`."""
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.parametrize("workload", ["train", "decode"])
-def test_runner_reports_tokens_per_second(bench, workload, tmp_path, capsys):
+# The runner's earlier form (`--workload X`, quoted in results) and the positional one.
+@pytest.mark.parametrize("words", [["--workload", "train"], ["decode"]], ids=" ".join)
+def test_runner_reports_tokens_per_second(bench, words, tmp_path, capsys):
     path = tmp_path / "result.json"
-    bench.main(["--workload", workload, *TINY, "--json", str(path)])
+    assert bench.main([*words, *TINY, "--json", str(path)], prog="python benchmarks/run.py") == 0
     result = json.loads(path.read_text())
-    assert result["workload"] == workload
+    assert result["workload"] == words[-1]
     assert list(result["tokens_per_s"]) == ["keras-transformer"]  # no --with-peers
     rate = result["tokens_per_s"]["keras-transformer"]
     assert isinstance(rate, float) and math.isfinite(rate) and rate > 0
     assert result["machine"] and result["date"] and result["versions"]["tensorflow"]
-    assert result["command"].startswith(f"python benchmarks/run.py --workload {workload}")
+    assert result["command"].startswith(" ".join(["python benchmarks/run.py", *words, *TINY]))
     assert "| keras-transformer | 1,414,144 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, workload, named, rest",
+    [
+        (["train", "--steps", "2"], "train", ["train"], ["--steps", "2"]),
+        (["--steps", "2", "--workload", "decode"], "decode", ["--workload", "decode"],
+         ["--steps", "2"]),
+        (["--workload=scaling", "--json", "x"], "scaling", ["--workload=scaling"], ["--json", "x"]),
+        (["--steps", "2"], None, [], ["--steps", "2"]),
+    ],
+)  # fmt: skip
+def test_runner_reads_the_workload_positionally_or_as_the_old_flag(
+    bench, argv, workload, named, rest
+):
+    assert bench.split_workload(argv) == (workload, named, rest)
+
+
+def test_runner_refuses_an_unknown_workload_naming_it(bench, capsys):
+    assert bench.main(["nope"]) == 2
+    error = capsys.readouterr().err
+    assert "workload='nope'" in error and "profile" in error  # the usage lists the workloads
+
+
+def test_every_workload_kind_names_a_module_with_main(bench):
+    for kinds in bench.WORKLOADS.values():
+        for kind in kinds.values():
+            assert callable(importlib.import_module(f"benchmarks.{kind.module}").main), kind
+
+
+def test_runner_passes_a_kind_its_flags(bench, tmp_path, capsys):
+    """A workload's second word picks the kind; the rest are that kind's flags (here the toy
+    corpus maker, which needs no TensorFlow, and the recipe study's row list)."""
+    bench.main(["corpus", "toy", "--output-dir", str(tmp_path), "--train", "12", "--dev", "3",
+                "--test", "4", "--seed", "1"])  # fmt: skip
+    written = {n: (tmp_path / f"toy.{n}.tsv").read_text() for n in ("train", "dev", "test")}
+    assert {n: len(text.splitlines()) for n, text in written.items()} == {
+        "train": 12, "dev": 3, "test": 4
+    }  # fmt: skip
+    capsys.readouterr()
+    bench.main(["recipe", "--list"])  # the default kind of recipe: the study
+    assert "f_default" in capsys.readouterr().out
+
+
+def test_bfloat16_systems_are_skipped_with_why_where_the_cpu_emulates_bfloat16(bench):
+    from benchmarks import side_by_side
+
+    names, skipped = side_by_side.systems("train", True, False, cpu_flags={"avx2", "fma"})
+    assert names == ["keras-transformer", "tf-model-garden", "pytorch"]
+    assert sorted(skipped) == [
+        "keras-transformer-bfloat16", "pytorch-bfloat16", "tf-model-garden-bfloat16"
+    ]  # fmt: skip
+    assert all("avx512_bf16" in why and "--emulated-bfloat16" in why for why in skipped.values())
+    names, skipped = side_by_side.systems("decode", True, False, cpu_flags={"avx2"})
+    assert "keras-transformer-bfloat16" not in names and list(skipped) == [
+        "keras-transformer-bfloat16"
+    ]  # fmt: skip
+    for flags, emulated_ok in (({"amx_bf16"}, False), ({"avx512_bf16"}, False), (set(), True)):
+        names, skipped = side_by_side.systems("train", True, emulated_ok, cpu_flags=flags)
+        assert len(names) == 6 and skipped == {}
+    assert side_by_side.systems("train", False, False, cpu_flags=set()) == (
+        ["keras-transformer"], {}
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +116,7 @@ def our_counts(bench) -> dict[str, int]:
 
 
 def _spec(config: str):
-    from peers.spec import Spec  # importable under the `bench` fixture
+    from benchmarks.peers.spec import Spec  # importable under the `bench` fixture
 
     return Spec(config=config, vocab_size=200, length=8)
 
@@ -66,7 +124,7 @@ def _spec(config: str):
 @pytest.mark.parametrize("config", CONFIGS)
 def test_pytorch_peer_has_our_parameter_count(bench, our_counts, config):
     pytest.importorskip("torch")
-    from peers import pytorch_nmt
+    from benchmarks.peers import pytorch_nmt
 
     assert pytorch_nmt.count_params(_spec(config).model_config()) == our_counts[config]
 
@@ -75,7 +133,7 @@ def test_pytorch_peer_has_our_parameter_count(bench, our_counts, config):
 def test_model_garden_peer_has_our_parameter_count(bench, our_counts, config):
     pytest.importorskip("tf_keras")
     pytest.importorskip("official.nlp.modeling.models")
-    from peers import model_garden
+    from benchmarks.peers import model_garden
 
     model_config = _spec(config).model_config()
     # Model Garden ends each stack with a LayerNorm (gamma, beta) even after post-norm layers
@@ -85,8 +143,8 @@ def test_model_garden_peer_has_our_parameter_count(bench, our_counts, config):
 
 def test_ctranslate2_peer_decodes_exactly_the_forced_length(bench):
     pytest.importorskip("ctranslate2")
-    from peers import ctranslate2_peer, ours
-    from peers.spec import Spec
+    from benchmarks.peers import ctranslate2_peer, ours
+    from benchmarks.peers.spec import Spec
 
     if ctranslate2_peer.missing():
         pytest.skip(ctranslate2_peer.missing())
@@ -98,8 +156,8 @@ def test_ctranslate2_peer_decodes_exactly_the_forced_length(bench):
 
 
 def test_our_bfloat16_decode_keeps_the_float32_model_and_the_forced_length(bench):
-    from peers import ours
-    from peers.spec import Spec
+    from benchmarks.peers import ours
+    from benchmarks.peers.spec import Spec
 
     spec = Spec(config="tiny", vocab_size=200, batch=3, length=8, out_length=11)
     model = ours.build_model(spec)
@@ -110,7 +168,8 @@ def test_our_bfloat16_decode_keeps_the_float32_model_and_the_forced_length(bench
 
 def test_our_bfloat16_training_leaves_the_global_policy_and_trains(bench):
     import keras
-    from peers import ours
+
+    from benchmarks.peers import ours
 
     spec = _spec("quick").replace(batch=4, steps=1)
     run, parameters = ours.make_train(spec, dtype="mixed_bfloat16")
@@ -122,7 +181,7 @@ def test_our_bfloat16_training_leaves_the_global_policy_and_trains(bench):
 
 def test_pytorch_bfloat16_peer_trains_with_our_parameter_count(bench, our_counts):
     pytest.importorskip("torch")
-    from peers import pytorch_nmt
+    from benchmarks.peers import pytorch_nmt
 
     run, parameters = pytorch_nmt.make_train(_spec("quick").replace(batch=4), bfloat16=True)
     run(2)
@@ -134,7 +193,8 @@ def test_model_garden_bfloat16_peer_computes_in_bfloat16_and_leaves_the_policy(b
     pytest.importorskip("tf_keras")
     pytest.importorskip("official.nlp.modeling.models")
     import tf_keras
-    from peers import model_garden
+
+    from benchmarks.peers import model_garden
 
     spec = _spec("quick").replace(batch=4)
     config = spec.model_config()
@@ -152,7 +212,7 @@ def test_model_garden_bfloat16_peer_computes_in_bfloat16_and_leaves_the_policy(b
 def test_a_system_that_cannot_run_the_workload_is_skipped_with_why(bench):
     pytest.importorskip("tf_keras")
     pytest.importorskip("official.nlp.modeling.models")
-    from peers import model_garden, workloads
+    from benchmarks.peers import model_garden, workloads
 
     skipped = {}
     spec = _spec("tiny")  # post-norm, as the paper
@@ -163,7 +223,7 @@ def test_a_system_that_cannot_run_the_workload_is_skipped_with_why(bench):
 
 
 def test_norm_position_overrides_the_preset_for_every_system(bench):
-    from peers.spec import Spec
+    from benchmarks.peers.spec import Spec
 
     assert Spec(config="base").model_config().norm_position == "post"
     assert Spec(config="base", norm_position="pre").model_config().norm_position == "pre"
@@ -179,17 +239,17 @@ sys.meta_path.insert(0, _NoTensorFlow())
 """
 
 
-def _run_under_jax_without_tensorflow(script: str, args: list[str], tmp_path) -> dict:
-    """benchmarks/`script` in a child process as on the GPU machines (Keras on JAX, here on the
-    CPU, TensorFlow hidden): its last line of output, parsed as JSON."""
-    from test_backends import BACKEND_ENV, require
+def _run_under_jax_without_tensorflow(words: list[str], args: list[str], tmp_path) -> dict:
+    """`python benchmarks/run.py WORDS ARGS` in a child process as on the GPU machines (Keras on
+    JAX, here on the CPU, TensorFlow hidden): its last line of output, parsed as JSON."""
+    from keras_transformer.testing.backends import BACKEND_ENV, require
 
     require("jax")
     (tmp_path / "sitecustomize.py").write_text(NO_TENSORFLOW)
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "KERAS_BACKEND": "jax", **BACKEND_ENV["jax"], "PYTHONPATH": path}
     child = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), *args],
+        [sys.executable, str(RUNNER), *words, *args],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert child.returncode == 0, child.stderr[-4000:]
@@ -198,12 +258,12 @@ def _run_under_jax_without_tensorflow(script: str, args: list[str], tmp_path) ->
 
 @pytest.mark.slow  # a JAX child process: about 40 s of CPU for a benchmark script
 def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(our_counts, tmp_path):
-    """The GPU command (`KERAS_BACKEND=jax python benchmarks/train_benchmark.py ...`) on a
+    """The GPU command (`KERAS_BACKEND=jax python benchmarks/run.py train fit ...`) on a
     machine without TensorFlow: it must run and compile the step with jax.jit by default (a
     bare compile(jit_compile=False) ran it op by op, 23x slower on the tiny preset)."""
     args = ["--config", "tiny", "--vocab-size", "200", "--batch-tokens", "64", "--length", "8",
             "--steps", "1", "--warmup", "1", "--peak-tflops", "1"]  # fmt: skip
-    result = _run_under_jax_without_tensorflow("train_benchmark.py", args, tmp_path)
+    result = _run_under_jax_without_tensorflow(["train", "fit"], args, tmp_path)
     assert result["backend"] == "jax" and result["jit_compile"] is True
     assert result["accelerator"] == "none"  # JAX_PLATFORMS=cpu
     assert result["parameters"] == our_counts["tiny"]  # the same sizes (vocabulary 200)
@@ -213,11 +273,11 @@ def test_train_benchmark_runs_jitted_under_jax_without_tensorflow(our_counts, tm
 @pytest.mark.slow  # a JAX child process, four parts compiled: about 40 s of CPU
 @pytest.mark.parametrize("attention", ["ours", "fused"])
 def test_jax_step_profile_times_every_part_without_tensorflow(attention, tmp_path):
-    """benchmarks/profile_train_step_jax.py, the GPU profile, on the tiny preset: every part
+    """`benchmarks/run.py profile jax`, the GPU profile, on the tiny preset: every part
     timed, and the parts nested (the backward pass contains the forward pass)."""
     args = ["--config", "tiny", "--vocab-size", "200", "--batch", "4", "--length", "8",
             "--steps", "1", "--repeats", "1", "--attention", attention]  # fmt: skip
-    result = _run_under_jax_without_tensorflow("profile_train_step_jax.py", args, tmp_path)
+    result = _run_under_jax_without_tensorflow(["profile", "jax"], args, tmp_path)
     assert result["backend"] == "jax" and result["attention"] == attention
     ms = result["ms"]
     assert list(ms) == ["forward", "+ loss", "+ backward", "fit step"]
@@ -226,7 +286,7 @@ def test_jax_step_profile_times_every_part_without_tensorflow(attention, tmp_pat
 
 
 def _train_benchmark():
-    return _load_script("train_benchmark", "train_benchmark.py")
+    return importlib.import_module("benchmarks.train_benchmark")  # under the `bench` fixture
 
 
 @pytest.mark.parametrize("dropout", [None, "0.1"])
@@ -254,9 +314,8 @@ def test_train_benchmark_times_pytorch_on_the_same_sizes(bench, our_counts):
     assert result["target_tokens_per_sec"] > 0 and result["mfu"] > 0
 
 
-def test_serving_benchmark_documents_send_the_same_lines_both_ways(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # its `machine` import
-    serving = _load_script("serving_benchmark", "serving_benchmark.py")
+def test_serving_benchmark_documents_send_the_same_lines_both_ways(bench):
+    serving = importlib.import_module("benchmarks.serving_benchmark")
     sentences = [f"Line {i}." for i in range(40)]
     calls = []
     rows = serving.documents_vs_sentences(calls.append, sentences, per_request=3, rounds=2)

@@ -1,19 +1,20 @@
-"""The systems `benchmarks/run.py` compares, one small module each, all with one interface:
+"""The systems that the train, decode and scaling workloads compare (`side_by_side.py`), one
+small module each, all with one interface:
 
     make_train(spec) -> (run(steps), parameters)             # timed: `steps` full steps
     make_decode(spec, model) -> (run() -> lengths, parameters)  # one batch; output lengths
 
-`spec` (`peers.spec.Spec`) fixes the sizes and the random batch; `model` is our random Keras
-model, which CTranslate2 converts (the others ignore it or are it). A peer's libraries are
-imported only inside its functions, so a missing one costs an `ImportError` there and nothing
-else.
+`spec` (`benchmarks.peers.spec.Spec`) fixes the sizes and the random batch; `model` is our
+random Keras model, which CTranslate2 converts (the others ignore it or are it). A peer's
+libraries are imported only inside its functions, so a missing one costs an `ImportError`
+there and nothing else.
 """
 
 from __future__ import annotations
 
 import functools
 
-from peers import ctranslate2_peer, model_garden, ours, pytorch_nmt
+from benchmarks.peers import ctranslate2_peer, model_garden, ours, pytorch_nmt
 
 TRAIN = {
     ours.NAME: ours.make_train,

@@ -10,8 +10,8 @@ import tempfile
 
 import numpy as np
 
+from benchmarks.peers.spec import Spec, decode_sources
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from peers.spec import Spec, decode_sources
 
 EXPORTER = "keras_transformer.serving.ctranslate2_export"
 COMPUTE_TYPES = ("float32", "int8")

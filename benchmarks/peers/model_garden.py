@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from peers.spec import Spec, Unsupported, decode_sources, train_batch
+from benchmarks.peers.spec import Spec, Unsupported, decode_sources, train_batch
 
 NAME = "tf-model-garden"
 NAME_BFLOAT16 = "tf-model-garden-bfloat16"

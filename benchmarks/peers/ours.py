@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from peers.spec import Spec, decode_sources, train_batch
+from benchmarks.peers.spec import Spec, decode_sources, train_batch
 
 NAME = "keras-transformer"
 NAME_BFLOAT16 = "keras-transformer-bfloat16"
@@ -55,7 +55,8 @@ def make_decode(spec: Spec, model):
     """`(run() -> output lengths (batch,), parameters)`: beam search of exactly
     `spec.out_length` tokens (EOS masked out), one `tf.function` as decode_benchmark.py's."""
     import tensorflow as tf
-    from decode_benchmark import forced_search  # benchmarks/decode_benchmark.py
+
+    from benchmarks.decode_benchmark import forced_search
 
     search = forced_search(model, model.config, spec.beam, spec.out_length)
     source = tf.constant(decode_sources(spec))

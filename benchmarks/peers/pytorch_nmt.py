@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 
-from peers.spec import Spec, train_batch
+from benchmarks.peers.spec import Spec, train_batch
 
 NAME = "pytorch"
 NAME_BFLOAT16 = "pytorch-bfloat16"

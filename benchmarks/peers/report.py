@@ -5,12 +5,10 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
-import shlex
 import time
 
-from machine import cpu_name  # benchmarks/machine.py
-
-from peers import ours
+from benchmarks import flags, machine
+from benchmarks.peers import ours
 
 PACKAGES = ("tensorflow", "keras", "tf-keras", "tf-models-official", "torch", "ctranslate2")
 
@@ -22,12 +20,14 @@ def _version(package: str) -> str | None:
         return None
 
 
-def environment(argv: list[str], malloc_setting: str) -> dict:
+def environment(prog: str, argv: list[str], malloc_setting: str) -> dict:
+    """Machine, versions, date, the command (`prog`, the runner's words up to the flags, then
+    `argv`), the OpenMP wait policy and the malloc setting of a run."""
     return {
-        "machine": f"{cpu_name()}, {os.cpu_count()} cores",
+        "machine": machine.description(),
         "versions": {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES}},
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": shlex.join(["python", "benchmarks/run.py", *argv]),
+        "command": flags.command(prog, argv),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "malloc": malloc_setting,
     }

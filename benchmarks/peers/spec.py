@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from keras_transformer.constants import BOS_ID, EOS_ID  # plain Python: no TensorFlow import
+from keras_transformer.config import SearchOptions, TrainingConfig, TransformerConfig
+from keras_transformer.constants import BOS_ID, EOS_ID  # both plain Python: no TensorFlow
 
 
 class Unsupported(Exception):
@@ -41,10 +42,10 @@ class Spec:
     batch: int = 32
     length: int = 32
     steps: int = 5
-    beam: int = 4
+    beam: int = SearchOptions.beam_size
     out_length: int = 32
     warmup_steps: int = 4000
-    label_smoothing: float = 0.1
+    label_smoothing: float = TransformerConfig.label_smoothing
     norm_position: str | None = None
 
     def replace(self, **changes) -> Spec:
@@ -57,8 +58,6 @@ class Spec:
 
     def model_config(self):
         """Our `TransformerConfig` of these sizes (the peers copy its numbers)."""
-        from keras_transformer.config import TransformerConfig
-
         norm = {} if self.norm_position is None else {"norm_position": self.norm_position}
         return TransformerConfig.preset(
             self.config, self.vocab_size, dropout=0.0, max_length=self.max_length,
@@ -67,9 +66,7 @@ class Spec:
 
     def training_config(self):
         """The `TrainingConfig` whose optimizer `trainer.compile_model` builds."""
-        from keras_transformer.config import TrainingConfig
-
-        return TrainingConfig(
+        return TrainingConfig.from_flat(
             model=self.config, vocab_size=self.vocab_size, dropout=0.0,
             batch_tokens=self.batch * self.length, max_length=self.length,
             warmup_steps=self.warmup_steps, label_smoothing=self.label_smoothing,

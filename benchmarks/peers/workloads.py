@@ -1,6 +1,7 @@
-"""The workloads of `benchmarks/run.py`: build every system, warm each up once, then for each
-repeat time one measurement of every system in turn (alternating, so that load on a shared
-machine hits all alike), and keep tokens/s of every measurement."""
+"""The train, decode and scaling workloads of `benchmarks/side_by_side.py`: build every
+system, warm each up once, then for each repeat time one measurement of every system in turn
+(alternating, so that load on a shared machine hits all alike), and keep tokens/s of every
+measurement."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from peers import DECODE, TRAIN, ctranslate2_peer, ours
-from peers.spec import Spec, Unsupported
+from benchmarks.peers import DECODE, TRAIN, ctranslate2_peer, ours
+from benchmarks.peers.spec import Spec, Unsupported
 
 SCALING_LENGTHS = (16, 32, 64, 128, 256)  # forced output lengths of the scaling sweep
 SERVING_BATCHES = (8, 64)

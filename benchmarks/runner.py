@@ -1,0 +1,111 @@
+"""The benchmark runner: one command, a workload per question, the kinds of measurement under it.
+
+    python benchmarks/run.py WORKLOAD [KIND] [FLAGS]     # or: python -m benchmarks ...
+    python benchmarks/run.py train --with-peers --json /tmp/train.json
+    python benchmarks/run.py train fit --config tiny --batch-tokens 3072 --steps 30
+    python benchmarks/run.py WORKLOAD [KIND] --help      # that measurement's flags
+
+KIND defaults to the first one listed under its workload. `--workload WORKLOAD` (the runner's
+earlier form, quoted in results) is the same as the positional WORKLOAD.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One measurement: `benchmarks.<module>.main(argv, prog, **keywords)` and what it does."""
+
+    module: str
+    summary: str
+    workload: str | None = None  # passed to side_by_side, which serves three workloads
+
+    def run(self, argv: list[str], prog: str):
+        """Import the module (only now: some import TensorFlow) and run its `main`."""
+        main = importlib.import_module(f"benchmarks.{self.module}").main
+        keywords = {"workload": self.workload} if self.workload else {}
+        return main(argv, prog=prog, **keywords)
+
+
+PEERS = "ours beside every installed peer (Model Garden, PyTorch, CTranslate2), alternating"
+WORKLOADS: dict[str, dict[str, Kind]] = {
+    "train": {
+        "peers": Kind("side_by_side", f"target tokens/s of full train steps: {PEERS}", "train"),
+        "fit": Kind("train_benchmark", "target tokens/s and MFU of model.fit (GPU, JAX)"),
+    },
+    "decode": {
+        "peers": Kind("side_by_side", f"output tokens/s of beam search: {PEERS}", "decode"),
+        "sweep": Kind("decode_benchmark", "tokens/s by batch and length, time per step"),
+    },
+    "scaling": {
+        "peers": Kind(
+            "side_by_side", "cost per token by output length; serving batch 8 vs 64", "scaling"
+        ),  # fmt: skip
+    },
+    "serving": {
+        "latency": Kind("serving_benchmark", "p50/p90 and sentences/s of the export; --load"),
+    },
+    "learning": {
+        "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),
+    },
+    "recipe": {
+        "study": Kind("recipe_study", "named train_wmt.py variants, one after another"),
+        "budget": Kind("budget_study", "the quick recipe's rows under a fixed step budget"),
+    },
+    "profile": {
+        "tf": Kind("profile_train_step", "where a TensorFlow train step's time goes"),
+        "jax": Kind("profile_train_step_jax", "where a JAX (GPU) train step's time goes"),
+        "input": Kind("input_pipeline", "padding waste and speed of the input pipeline"),
+    },
+    "corpus": {  # tools: data for the recipe study, no measurement
+        "toy": Kind("make_toy_corpus", "writes a rule-based En-De toy corpus"),
+        "gettext": Kind("make_gettext_corpora", "writes two corpora from gettext catalogs"),
+    },
+}
+
+
+def usage() -> str:
+    """The module docstring and every workload's kinds, one line each."""
+    lines = [__doc__.strip(), "", "workloads and kinds:"]
+    for workload, kinds in WORKLOADS.items():
+        for i, (name, kind) in enumerate(kinds.items()):
+            lines.append(f"  {workload if i == 0 else '':9s} {name:13s} {kind.summary}")
+    return "\n".join(lines) + "\n"
+
+
+def split_workload(argv: list[str]) -> tuple[str | None, list[str], list[str]]:
+    """(workload, the arguments that named it, the rest): the positional WORKLOAD, or
+    `--workload WORKLOAD` / `--workload=WORKLOAD` anywhere in `argv`."""
+    if argv and not argv[0].startswith("-"):
+        return argv[0], argv[:1], argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--workload" and i + 1 < len(argv):
+            return argv[i + 1], argv[i : i + 2], argv[:i] + argv[i + 2 :]
+        if arg.startswith("--workload="):
+            return arg.split("=", 1)[1], [arg], argv[:i] + argv[i + 1 :]
+    return None, [], argv
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> int:
+    """Run the workload that `argv` names; 0 on success, 2 on a bad workload or kind."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    workload, named, rest = split_workload(argv)
+    if workload is None:
+        stream = sys.stdout if rest in (["-h"], ["--help"]) else sys.stderr
+        stream.write(usage())
+        return 0 if stream is sys.stdout else 2
+    if workload not in WORKLOADS:
+        sys.stderr.write(usage())
+        sys.stderr.write(f"error: unknown workload. Received: workload={workload!r}\n")
+        return 2
+    kinds = WORKLOADS[workload]
+    kind = next(iter(kinds))  # the default
+    if rest and rest[0] in kinds:
+        kind, named, rest = rest[0], named + rest[:1], rest[1:]
+    result = kinds[kind].run(rest, prog=shlex.join([*shlex.split(prog), *named]))
+    return result if isinstance(result, int) else 0
