@@ -139,6 +139,19 @@ def _pad_rows_to_multiple(num_replicas: int):
     return pad
 
 
+def _check_not_empty(examples: tf.data.Dataset, max_length: int) -> None:
+    """Raise a ValueError naming `max_length` if no tokenized pair of `examples` is kept.
+
+    Reads the stream up to its first element, before any `cache()`: a cache read only in part
+    is discarded (with a warning from tf.data) and filled again.
+    """
+    if not bool(examples.take(1).reduce(False, lambda found, _: True)):
+        raise ValueError(
+            "No training pair has both sides within max_length (in subword pieces, EOS "
+            f"included). Received: max_length={max_length}"
+        )
+
+
 def make_batches(
     pairs: tf.data.Dataset,
     tokenizer: SubwordTokenizer,
@@ -171,14 +184,11 @@ def make_batches(
         skip_batches: batches of the stream to skip (those a resumed run already trained on).
     """
     examples = tokenize_pairs(pairs, tokenizer, max_length)
-    if cache:
-        examples = examples.cache()
     if training:
-        if not bool(examples.take(1).reduce(False, lambda found, _: True)):
-            raise ValueError(
-                "No training pair has both sides within max_length (in subword pieces, EOS "
-                f"included). Received: max_length={max_length}"
-            )
+        _check_not_empty(examples, max_length)
+    if cache:
+        examples = examples.cache()  # filled by the first full pass: never read partially
+    if training:
         examples = shuffled_epochs(examples, shuffle_buffer, seed)
     boundaries = bucket_boundaries(max_length)
     if pad_to_bucket_boundary and boundaries[-1] <= max_length:
@@ -200,7 +210,13 @@ def make_batches(
         lambda e: ({"source": e["source"], "target": e["target"]}, e["labels"]),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+    return batches.prefetch(tf.data.AUTOTUNE).with_options(_batch_options())
+
+
+def _batch_options() -> tf.data.Options:
+    """Deterministic order (the default, stated: exact resume relies on it) and sharding by
+    data across workers."""
     options = tf.data.Options()
-    options.deterministic = True  # the default, stated: exact resume relies on it
+    options.deterministic = True
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return batches.prefetch(tf.data.AUTOTUNE).with_options(options)
+    return options
