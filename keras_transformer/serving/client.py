@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from keras_transformer.serving.signatures import (
     SERVING_SIGNATURE,
@@ -47,15 +48,36 @@ class ServingError(RuntimeError):
         self.code, self.details, self.target = code, details, target
 
 
-def _with_retries(call: Callable, retries: int, backoff: float, sleep: Callable) -> dict:
+@dataclass(frozen=True)
+class Request:
+    """One prediction request's options, shared by `predict_grpc` and `predict_rest`.
+
+    `model_name`, `signature` and `version` (None: the latest) address the model; `targets` go
+    to the `score` signature and `sampling` (`signatures.sampling_inputs` arguments) to
+    `translate_sample`; each try waits up to `timeout` seconds, and an UNAVAILABLE server is
+    tried again `retries` times after `backoff`, 2 x `backoff`, ... seconds of `sleep`.
+    """
+
+    model_name: str = "transformer"
+    signature: str = SERVING_SIGNATURE
+    version: int | None = None
+    targets: Sequence[str | bytes] | None = None
+    sampling: dict | None = None
+    timeout: float = 30.0
+    retries: int = 3
+    backoff: float = 0.5
+    sleep: Callable[[float], None] = time.sleep
+
+
+def _with_retries(call: Callable, request: Request) -> dict:
     """Run `call()`; on UNAVAILABLE wait backoff, 2*backoff, ... and try again."""
-    for attempt in range(retries + 1):
+    for attempt in range(request.retries + 1):
         try:
             return call()
         except ServingError as error:
-            if error.code != "UNAVAILABLE" or attempt == retries:
+            if error.code != "UNAVAILABLE" or attempt == request.retries:
                 raise
-            sleep(backoff * 2**attempt)
+            request.sleep(request.backoff * 2**attempt)
     raise AssertionError("unreachable")
 
 
@@ -75,37 +97,31 @@ def parse_predict_response(response) -> dict[str, list]:
 
 
 def predict_grpc(
-    server: str,
-    texts: Sequence[str | bytes],
-    model_name: str = "transformer",
-    signature: str = SERVING_SIGNATURE,
-    timeout: float = 30.0,
-    retries: int = 3,
-    backoff: float = 0.5,
-    version: int | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    targets: Sequence[str | bytes] | None = None,
-    sampling: dict | None = None,
-) -> dict[str, list]:
+    server: str, texts: Sequence[str | bytes], model_name: str = "transformer",
+    signature: str = SERVING_SIGNATURE, **options,
+) -> dict[str, list]:  # fmt: skip
     """Predict over gRPC at `server` ("host:port"); returns {"translations": ..., "scores": ...}
-    (`score`: {"log_prob", "per_token", "score"}). `targets` go to `score`, `sampling`
-    (`signatures.sampling_inputs` arguments) to `translate_sample`."""
+    (`score`: {"log_prob", "per_token", "score"}). `options`: the other `Request` fields
+    (`targets` go to `score`, `sampling` to `translate_sample`, `version`, `timeout`, ...)."""
     import grpc
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-    request = make_predict_request(texts, model_name, signature, version, targets, sampling)
+    ask = Request(model_name, signature, **options)
+    request = make_predict_request(
+        texts, model_name, signature, ask.version, ask.targets, ask.sampling
+    )
     options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
     with grpc.insecure_channel(server, options=options) as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
 
         def call():
             try:
-                return parse_predict_response(stub.Predict(request, timeout=timeout))
+                return parse_predict_response(stub.Predict(request, timeout=ask.timeout))
             except grpc.RpcError as error:
                 target = f"grpc {server}, model {model_name}, signature {signature}"
                 raise ServingError(error.code().name, error.details() or "", target) from error
 
-        return _with_retries(call, retries, backoff, sleep)
+        return _with_retries(call, ask)
 
 
 def rest_url(base_url: str, model_name: str, version: int | None = None) -> str:
@@ -123,26 +139,18 @@ def _rest_error(error: urllib.error.HTTPError, target: str) -> ServingError:
 
 
 def predict_rest(
-    base_url: str,
-    texts: Sequence[str],
-    model_name: str = "transformer",
-    signature: str = SERVING_SIGNATURE,
-    timeout: float = 30.0,
-    retries: int = 3,
-    backoff: float = 0.5,
-    version: int | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    targets: Sequence[str | bytes] | None = None,
-    sampling: dict | None = None,
-) -> dict[str, list]:
+    base_url: str, texts: Sequence[str], model_name: str = "transformer",
+    signature: str = SERVING_SIGNATURE, **options,
+) -> dict[str, list]:  # fmt: skip
     """Predict over REST at `base_url` ("http://host:8501"), columnar ("inputs") format;
-    `targets` and `sampling` as for `predict_grpc`."""
-    inputs = request_inputs(signature, texts, targets, sampling)
+    `options` as for `predict_grpc`."""
+    ask = Request(model_name, signature, **options)
+    inputs = request_inputs(signature, texts, ask.targets, ask.sampling)
     inputs = {
         key: [b.decode("utf-8", "replace") for b in value] if isinstance(value, list) else value
         for key, value in inputs.items()
     }  # strings as JSON strings, numbers as JSON numbers
-    url = rest_url(base_url, model_name, version)
+    url = rest_url(base_url, model_name, ask.version)
     body = json.dumps({"signature_name": signature, "inputs": inputs}).encode()
     target = f"rest {url}, signature {signature}"
 
@@ -151,19 +159,19 @@ def predict_rest(
             url, data=body, headers={"Content-Type": "application/json"}, method="POST"
         )
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with urllib.request.urlopen(request, timeout=ask.timeout) as response:
                 return json.loads(response.read())["outputs"]
         except urllib.error.HTTPError as error:
             raise _rest_error(error, target) from error
         except OSError as error:  # URLError, refused or reset connections, timeouts
             reason = getattr(error, "reason", error)
             if isinstance(reason, TimeoutError):
-                code, details = "DEADLINE_EXCEEDED", f"no answer within {timeout}s"
+                code, details = "DEADLINE_EXCEEDED", f"no answer within {ask.timeout}s"
             else:
                 code, details = "UNAVAILABLE", str(reason)
             raise ServingError(code, details, target) from error
 
-    return _with_retries(call, retries, backoff, sleep)
+    return _with_retries(call, ask)
 
 
 def format_results(
