@@ -4,6 +4,7 @@ layers, or from its own package; the scripts outside the package hold no logic."
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,9 @@ RANKS = {
     "training": 6,
     "decoding": 6,
     "serving": 7,
-    "cli": 8,
-    "testing": 9,
+    "runner": 8,  # a training run end to end: trains, evaluates, exports
+    "cli": 9,
+    "testing": 10,
 }
 
 
@@ -61,6 +63,18 @@ def _modules():
 def test_every_package_has_a_rank():
     units = {_unit(module) for module, _ in _modules()} - {"__init__", ""}
     assert units <= set(RANKS), sorted(units - set(RANKS))
+
+
+def test_architecture_md_draws_the_same_layers():
+    """ARCHITECTURE.md's diagram names every unit in the order of `RANKS`."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    diagram = text.split("```")[1]
+    words = re.findall(r"[a-z_]+", diagram.split("(testing")[0])
+    drawn = [word for word in words if word in RANKS]
+    assert set(drawn) == set(RANKS) - {"testing"}, sorted(set(RANKS) - set(drawn))
+    ranks = [RANKS[word] for word in drawn]
+    assert ranks == sorted(ranks), drawn
+    assert "(testing" in diagram
 
 
 @pytest.mark.parametrize("module, path", list(_modules()), ids=lambda v: str(v))
