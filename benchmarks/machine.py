@@ -17,8 +17,30 @@ def cpu_name() -> str:
 
 
 def description() -> str:
-    """ "CPU NAME, N cores": the machine line of every result."""
-    return f"{cpu_name()}, {os.cpu_count()} cores"
+    """ "CPU NAME, N cores": the machine line of every result (with the `--cpu-isa` cap, if
+    one is set)."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    return f"{cpu_name()}, {os.cpu_count()} cores" + (f", capped to {cap}" if cap else "")
+
+
+# `--cpu-isa`: the environment variables that cap each library's runtime dispatch (read when
+# the library first picks its kernels, so set before any of them runs).
+ISA_CAPS = {
+    "native": {},
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "CT2_FORCE_CPU_ISA": "AVX2"},
+}  # fmt: skip
+CAPPED_FLAGS = {"avx", "avx2", "fma"}  # what a capped CPU offers the systems
+
+
+def cap_cpu_isa(isa: str) -> bool:
+    """Cap oneDNN (TensorFlow's and PyTorch's products), MKL and CTranslate2 to `isa` (a key
+    of `ISA_CAPS`) in this process; True if anything was capped. TensorFlow's own kernels are
+    compiled for AVX, so the cap is a fair stand-in for a CPU without AVX-512 and bfloat16."""
+    if isa not in ISA_CAPS:
+        raise ValueError(f"isa must be one of {sorted(ISA_CAPS)}. Received: isa={isa!r}")
+    os.environ.update(ISA_CAPS[isa])
+    return bool(ISA_CAPS[isa])
 
 
 def emulates_bfloat16(flags: set[str] | None = None) -> bool:

@@ -60,6 +60,12 @@ def parse_args(argv: list[str], prog: str | None = None):
         model_dir={"help": f"trained run for serving (default {DEFAULT_MODEL_DIR})"},
     )  # fmt: skip
     parser.add_argument(
+        "--cpu-isa", choices=sorted(machine.ISA_CAPS), default="native",
+        help="instruction set the matrix libraries may use: native (all this CPU has) or "
+        "avx2 (oneDNN, MKL and CTranslate2 capped to AVX2/FMA for every system, standing in "
+        "for a CPU without AVX-512 or bfloat16 units; the bfloat16 systems are then skipped)",
+    )  # fmt: skip
+    parser.add_argument(
         "--emulated-bfloat16", action="store_true",
         help="with --with-peers: run the bfloat16 systems also on a CPU that emulates bfloat16",
     )  # fmt: skip
@@ -83,6 +89,7 @@ def main(argv: list[str], prog: str = "python benchmarks/run.py", workload: str 
     """Run `workload` ("train", "decode" or "scaling") with the flags in `argv`, print its
     table and write its JSON; `prog` (the command up to the flags) is recorded with them."""
     args = parse_args(argv, prog)
+    capped = machine.cap_cpu_isa(args.cpu_isa)  # before any matrix library starts
     # One process runs every system, so each gets the setting our commands use
     # (KERAS_TRANSFORMER_MALLOC=default: glibc's own).
     kept = malloc.keep_freed_memory()
@@ -90,7 +97,8 @@ def main(argv: list[str], prog: str = "python benchmarks/run.py", workload: str 
     spec = Spec(config=args.config, vocab_size=args.vocab_size, batch=args.batch or batch,
                 length=args.length, out_length=args.length, steps=args.steps or steps,
                 norm_position=args.norm_position)  # fmt: skip
-    names, skipped = systems(workload, args.with_peers, args.emulated_bfloat16)
+    cpu_flags = machine.CAPPED_FLAGS if capped else None
+    names, skipped = systems(workload, args.with_peers, args.emulated_bfloat16, cpu_flags)
     if workload == "train":
         result = workloads.train(spec, names, args.repeats)
     elif workload == "decode":
