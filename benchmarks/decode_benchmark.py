@@ -32,6 +32,11 @@ from keras_transformer.decoding import (  # noqa: E402
     decode,
     incremental_decoder,
 )
+from keras_transformer.decoding.incremental import (  # noqa: E402
+    StepFunction,
+    incremental_decoder_with_shared,
+    per_item_decoder,
+)
 
 
 def parse_args(argv, prog: str | None = None):
@@ -50,25 +55,36 @@ def parse_args(argv, prog: str | None = None):
     return parser.parse_args(argv)
 
 
-def forced_search(model, config, beam_size, steps):
-    """A tf.function: source ids -> beam search (or greedy for beam 1) of exactly `steps`."""
+def forced_search(model, config, beam_size, steps, cache="slots", scores=False):
+    """A tf.function: source ids -> beam search (or greedy for beam 1) of exactly `steps`,
+    the ids (and with `scores`, the scores). `cache` "slots": the per-source cache
+    `translator` decodes with (`incremental.per_item_decoder`); "rows": a row per hypothesis,
+    reordered by gather every step (`incremental.incremental_decoder_with_shared`, the design
+    before issue 40)."""
     no_eos = tf.one_hot(config.eos_id, config.vocab_size, on_value=float("-inf"))  # (vocab,)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def run(source):
         memory, mask = model.encode(source)
-        fn, cache = incremental_decoder(model, memory, mask, beam_size)
+        if cache == "slots":
+            step = per_item_decoder(model, memory, mask, beam_size)
+        else:
+            step = StepFunction(*incremental_decoder_with_shared(model, memory, mask))
 
-        def forced(ids, step, cache):
-            logits, cache = fn(ids, step, cache)
-            return logits + no_eos, cache  # EOS impossible: exactly `steps` steps
+        def forced(ids, t, state, shared):
+            logits, state = step.fn(ids, t, state, shared)
+            return logits + no_eos, state  # EOS impossible: exactly `steps` steps
 
         bos = tf.fill(tf.shape(source)[:1], config.bos_id)
         loop = LoopOptions(config.eos_id, config.pad_id)
-        if beam_size == 1:
-            return decode(Sampling(), forced, bos, cache, steps, loop)[0]
-        beam = BeamSearch(config.vocab_size, SearchOptions(beam_size=beam_size))  # alpha 0.6
-        return decode(beam, forced, bos, cache, steps, loop)[0]
+        strategy = (
+            Sampling()
+            if beam_size == 1
+            else BeamSearch(config.vocab_size, SearchOptions(beam_size=beam_size))
+        )  # alpha 0.6; fmt: skip
+        ids, found = decode(strategy, forced, bos, step.cache, steps, loop, shared=step.shared,
+                            reorder_cache=step.reorder_cache)  # fmt: skip
+        return (ids, found) if scores else ids
 
     return run
 

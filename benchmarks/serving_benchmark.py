@@ -4,6 +4,7 @@
     python benchmarks/run.py serving --model-dir runs/en_de --grpc   # exports first
     python benchmarks/run.py serving        # no model: the tiny untrained test model
     python benchmarks/run.py serving --model-dir runs/sample_en_de --documents 8
+    python benchmarks/run.py serving --export-dir A/1 --compare-export B/1 --batch-sizes 64
 
 Sources are the English side of the bundled sample test split, cycled into batches of each
 size. "in-process" calls the signature of `tf.saved_model.load`; "grpc" goes through
@@ -16,6 +17,11 @@ machine, versions and the command).
 of 2 to 12 consecutive lines (joined by spaces), K documents a request, against the very same
 lines sent as single-sentence inputs, the same lines a request; sentences per second of each,
 alternating which goes first in each round (`--iterations` rounds over the whole split).
+
+`--compare-export B` is an A/B of two exports of the same run (say, made by two commits):
+the whole test split translated in batches of each size, by A and by B alternately
+(`--iterations` rounds, every other one B first), sentences/s of each, and how many
+translations differ.
 
 `--load SECONDS` is a load test: `--clients` (32) concurrent gRPC clients send the mix of
 `keras_transformer.serving.load` (short sentences, documents, n-best, sampling, score, hostile
@@ -120,6 +126,31 @@ def print_documents(rows: list) -> None:
     print(f"all rounds: documents / sentences = {total['sentences'] / total['documents']:.3f}")
 
 
+def compare_exports(paths: dict, sentences: list[str], batch: int, rounds: int) -> dict:
+    """Sentences/s of each export's `serving_default` over all `sentences` in batches of
+    `batch`, alternating which goes first; and the number of differing translations."""
+    signatures = {name: tf.saved_model.load(path).signatures["serving_default"]
+                  for name, path in paths.items()}  # fmt: skip
+    chunks = [sentences[i : i + batch] for i in range(0, len(sentences), batch)]
+
+    def translate(signature):
+        out = [signature(text=tf.constant(chunk))["translations"].numpy() for chunk in chunks]
+        return [t.decode() for part in out for t in part.reshape(-1)]
+
+    outputs = {name: translate(signature) for name, signature in signatures.items()}  # warm-up
+    seconds = {name: [] for name in signatures}
+    for round_ in range(rounds):
+        for name in list(signatures)[:: 1 if round_ % 2 == 0 else -1]:
+            start = time.perf_counter()
+            translate(signatures[name])
+            seconds[name].append(time.perf_counter() - start)
+    a, b = outputs.values()
+    rates = {name: [len(sentences) / t for t in times] for name, times in seconds.items()}
+    return dict(batch=batch, sentences=len(sentences), rounds=rounds, sentences_per_s=rates,
+                median={name: float(np.median(r)) for name, r in rates.items()},
+                differing_translations=sum(x != y for x, y in zip(a, b)))  # fmt: skip
+
+
 def environment(args) -> dict:
     """Where and on what a result was measured."""
     return dict(
@@ -143,6 +174,11 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--grpc", action="store_true", help="also through the gRPC test double")
+    parser.add_argument(
+        "--compare-export", metavar="DIR",
+        help="with --export-dir: an A/B of the two exports (sentences/s on the whole test "
+        "split at each --batch-sizes, alternating; differing translations)",
+    )  # fmt: skip
     parser.add_argument("--output", default=None, help="JSON file for the results")
     parser.add_argument(
         "--documents", type=int, default=None, metavar="K",
@@ -165,6 +201,23 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
     sentences = [src for src, _ in read_pairs("sample_en_de", "test", limit=1000)]
     if args.load:
         return load_test(args, sentences)
+    if args.compare_export:
+        if not args.export_dir:
+            parser.error("--compare-export needs --export-dir (the A side)")
+        paths = {"A": args.export_dir, "B": args.compare_export}
+        rows = [compare_exports(paths, sentences, batch, args.iterations)
+                for batch in args.batch_sizes]  # fmt: skip
+        print("| batch | A sentences/s | B sentences/s | B / A | differing translations |")
+        print("|---:|---:|---:|---:|---:|")
+        for row in rows:
+            a, b = row["median"]["A"], row["median"]["B"]
+            print(f"| {row['batch']} | {a:.2f} | {b:.2f} | {b / a:.3f} | "
+                  f"{row['differing_translations']} of {row['sentences']} |")  # fmt: skip
+        report = dict(command=" ".join([sys.executable, *sys.argv]), rows=rows,
+                      compare=paths, **environment(args))  # fmt: skip
+        if args.output:
+            Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+        return 0
     with tempfile.TemporaryDirectory() as workdir:
         export_dir = export_dir_for(args, workdir)
         signature = tf.saved_model.load(export_dir).signatures["serving_default"]

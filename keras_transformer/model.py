@@ -120,7 +120,10 @@ class Transformer(keras.Model):
         (static shapes, for XLA)."""
         return self.decoder.init_cache(memory, max_length=max_length)
 
-    def decode(self, target_ids, memory_mask, cache: list, cache_update_index=None, training=False):
+    def decode(
+        self, target_ids, memory_mask, cache: list, cache_update_index=None, training=False,
+        output_kernel=None,
+    ):  # fmt: skip
         """One decoding step (or several tokens) with the cache.
 
         Args:
@@ -128,6 +131,8 @@ class Transformer(keras.Model):
             memory_mask: boolean `(batch, src_len)` from `encode`.
             cache: from `init_cache` or a previous `decode`.
             cache_update_index: the position of `target_ids[:, 0]` for a fixed-size cache.
+            output_kernel: optional `token_embedding.output_kernel()`, computed once per
+                search (the pre-softmax projection's transposed weights).
 
         Returns:
             `(logits (batch, step_len, vocab_size) float32, new_cache)`.
@@ -140,7 +145,8 @@ class Transformer(keras.Model):
             cache_update_index=cache_update_index,
             training=training,
         )  # hidden: (batch, step_len, d_model)
-        return self.token_embedding(hidden, reverse=True), new_cache
+        logits = self.token_embedding(hidden, reverse=True, output_kernel=output_kernel)
+        return logits, new_cache
 
     def attention_weights(self, source_ids, target_ids=None, kind: str = "cross") -> list:
         """Per-layer attention weights of a teacher-forced pass, for plots.

@@ -39,6 +39,14 @@ at every step). Their results go to full-batch `Outputs` at their original index
 `(active * k, ...)` rows with `active` falling as items finish. A dropped item's results could
 not have changed, so shrinking returns the same ids and scores (tests/test_shrinking.py).
 
+Per-item state (`reorder_cache`, growing mode). A step function may instead keep its cache
+per item, `(active, ...)`, like `shared`: then neither the cache nor `shared` is tiled by
+`rows_per_item` (the step function groups its rows by item itself), and when the strategy
+re-ranks rows the loop calls `reorder_cache(cache, parents)` with the int32 `(active,
+rows_per_item)` source row of every new row within its item, instead of gathering the cache.
+`incremental.per_item_decoder` keeps its keys/values where they were written and only updates
+which beam slot holds each position of each hypothesis: no copy of the cache per step.
+
 Two modes: a growing cache and growing ids (`padded=False`, `tf.while_loop` with `None` shape
 invariants), and fixed-size buffers (`padded=True`: static shapes, as XLA wants;
 `symbols_to_logits_fn` must then write its cache at position `step`, and nothing is dropped).
@@ -287,15 +295,17 @@ class _Loop:
     """One run of `decode`: the body and condition of its `tf.while_loop`. `fn` takes
     `(ids, step, cache, state.shared)` (see `bind_shared`)."""
 
-    def __init__(self, strategy: Strategy, fn, loop: LoopOptions, shrink: bool, batch):
+    def __init__(self, strategy: Strategy, fn, loop: LoopOptions, shrink: bool, batch,
+                 reorder_cache=None):  # fmt: skip
         self.strategy, self.fn, self.loop, self.shrink = strategy, fn, loop, shrink
         self.batch = batch  # int32: () the original batch size
+        self.reorder_cache = reorder_cache  # None: the cache has rows, gathered on re-ranking
 
     def initial_state(self, initial_ids, initial_cache, limits, max_len, shared) -> LoopState:
         """The state before the first step; `initial_cache` is tiled to the strategy's rows,
         `shared` is the carried state of `bind_shared`."""
         k = self.strategy.rows_per_item
-        if k > 1:  # -> (batch * k, ...)
+        if k > 1 and self.reorder_cache is None:  # -> (batch * k, ...)
             initial_cache = tf.nest.map_structure(lambda t: tile_beams(t, k), initial_cache)
         outputs = ()
         if self.shrink:
@@ -321,6 +331,10 @@ class _Loop:
 
     def body(self, state: LoopState) -> LoopState:
         state, cache, reorder = self.advance(state)
+        if reorder is not None and self.reorder_cache is not None:  # a per-item cache
+            k = self.strategy.rows_per_item
+            first = tf.range(tf.shape(reorder)[0])[:, None] * k  # (active, 1)
+            cache, reorder = self.reorder_cache(cache, reorder - first), None
         if not self.shrink:
             if reorder is not None:
                 cache = gather_rows(cache, tf.reshape(reorder, [-1]))  # -> (batch * k, ...)
@@ -343,11 +357,12 @@ class _Loop:
         ids, scores = self.strategy.results(state.search, gone)
         outputs = store(state.outputs, gone, ids, scores, self.loop.pad_id)
         rows = item_rows(kept, self.strategy.rows_per_item)  # (kept * k,)
+        per_item = rows if self.reorder_cache is None else kept  # how cache and shared are laid
         return state._replace(
             search=gather_rows(state.search, kept),  # each (kept, ...)
-            cache=gather_rows(state.cache, rows),  # each (kept * k, ...); () if reordered
+            cache=gather_rows(state.cache, per_item),  # each (kept [* k], ...); () if reordered
             limits=tf.gather(state.limits, kept),  # (kept,)
-            shared=gather_rows(state.shared, rows),  # each (kept * k, ...)
+            shared=gather_rows(state.shared, per_item),  # each (kept [* k], ...)
             outputs=outputs._replace(items=tf.gather(outputs.items, kept)),  # (kept,)
         )
 
@@ -399,6 +414,7 @@ def decode(
     *,
     max_lengths=None,
     shared=None,
+    reorder_cache=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Batched decoding with `strategy`; see the module docstring for the protocol.
 
@@ -423,6 +439,10 @@ def decode(
         shared: optional nest of per-item `(batch, ...)` tensors the step function reads but
             never changes (encoder-decoder keys/values, memory mask): tiled here once, never
             reordered, passed as the fourth argument.
+        reorder_cache: optional `(cache, parents) -> cache` (growing mode): the cache and
+            `shared` are then per item, never tiled, and re-ranking calls it with the int32
+            `(active, rows_per_item)` source row within the item of every new row instead of
+            gathering the cache's rows (see "Per-item state" above).
 
     Returns:
         The strategy's `(ids, scores)` for the whole batch: ids int32 `(batch, ...,
@@ -435,10 +455,12 @@ def decode(
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
     max_len, limits = length_limits(initial_ids, max_decode_length, max_lengths)
     k = strategy.rows_per_item
-    if shared is not None and k > 1:  # -> (batch * k, ...)
+    if reorder_cache is not None and loop.padded:
+        raise ValueError("reorder_cache needs growing buffers: LoopOptions(padded=False).")
+    if shared is not None and k > 1 and reorder_cache is None:  # -> (batch * k, ...)
         shared = tf.nest.map_structure(lambda t: tile_beams(t, k), shared)
     fn, state_shared = bind_shared(symbols_to_logits_fn, shared, carried=shrink)
-    run = _Loop(strategy, fn, loop, shrink, tf.shape(initial_ids)[0])
+    run = _Loop(strategy, fn, loop, shrink, tf.shape(initial_ids)[0], reorder_cache)
     state = run.initial_state(initial_ids, initial_cache, limits, max_len, state_shared)
     final = tf.while_loop(
         run.keep_going,

@@ -33,7 +33,11 @@ from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
 from keras_transformer.decoding.documents import cut_ranks, translate_documents
-from keras_transformer.decoding.incremental import incremental_decoder_with_shared
+from keras_transformer.decoding.incremental import (
+    StepFunction,
+    incremental_decoder_with_shared,
+    per_item_decoder,
+)
 from keras_transformer.decoding.loop import LoopOptions, Strategy, decode
 from keras_transformer.decoding.sampling import Sampling, SamplingOptions, check_sampling_args
 from keras_transformer.model import Transformer
@@ -78,8 +82,9 @@ def decode_sources(
     """`loop.decode` with `strategy` over the cached decoder of `model`, TF ops only
     (XLA-compatible with padded_decode): right-padded source ids are prepared
     (`prepare_source`), encoded once, and each may produce at most `min(source length +
-    options.max_extra_length, max_length)` tokens; finished sources' rows are dropped in
-    growing mode (their shared state included).
+    options.max_extra_length, max_length)` tokens; in growing mode the cache is per source
+    (`incremental.per_item_decoder`: never tiled by beam nor copied to reorder it) and finished
+    sources' rows are dropped.
 
     Returns the strategy's `(ids, scores)`, ids with BOS first."""
     config = model.config
@@ -88,12 +93,17 @@ def decode_sources(
     limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
     # Static under XLA: computed from the (padded) source width, not from its values.
     max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
-    fn, cache, shared = incremental_decoder_with_shared(
-        model, memory, memory_mask, max_len if options.padded_decode else None
-    )
     loop = LoopOptions(config.eos_id, config.pad_id, padded=options.padded_decode)
     bos_ids = tf.fill(tf.shape(source)[:1], config.bos_id)  # (batch,)
-    return decode(strategy, fn, bos_ids, cache, max_len, loop, max_lengths=limits, shared=shared)
+    if options.padded_decode:  # fixed-size buffers, reordered by gather (XLA's layout)
+        fn, cache, shared = incremental_decoder_with_shared(model, memory, memory_mask, max_len)
+        step = StepFunction(fn, cache, shared)
+    else:  # a per-source cache that is never copied to reorder it
+        step = per_item_decoder(model, memory, memory_mask, strategy.rows_per_item)
+    return decode(
+        strategy, step.fn, bos_ids, step.cache, max_len, loop, max_lengths=limits,
+        shared=step.shared, reorder_cache=step.reorder_cache,
+    )  # fmt: skip
 
 
 def search_ids(

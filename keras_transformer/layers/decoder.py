@@ -59,7 +59,10 @@ class Decoder(LayerStack):
             return 0
         if cache_update_index is not None:
             return cache_update_index
-        return ops.shape(cache[0]["self"]["key"])[2]  # tokens already decoded
+        decoded = ops.shape(cache[0]["self"]["key"])[2]  # tokens already decoded
+        if "recent_key" in cache[0]["self"]:  # a slot_cache: the older part and the recent one
+            decoded = decoded + ops.shape(cache[0]["self"]["recent_key"])[2]
+        return decoded
 
     def call(
         self,
@@ -79,7 +82,9 @@ class Decoder(LayerStack):
             cache_len = ops.shape(cache[0]["self"]["key"])[2]
             k_len = cache_len if cache_update_index is not None else cache_len + q_len
         mask = ops.expand_dims(causal_mask(q_len, k_len, start), 0)  # (1, q_len, k_len)
-        if target_mask is not None:
+        if cache is not None and "ancestors" in cache[0]["self"]:
+            mask = None  # one new token per row: its ancestors' slots are its mask
+        elif target_mask is not None:
             keys_real = ops.expand_dims(ops.cast(target_mask, "bool"), 1)  # (b, 1, tgt_len)
             mask = ops.logical_and(mask, keys_real)  # (b, q_len, k_len)
         x = self.embed_positions(inputs, start_index=start, training=training)

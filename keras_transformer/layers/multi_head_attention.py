@@ -6,7 +6,25 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_transformer.layers import slot_cache
 from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
+
+SWAP_BY_GATHER = True  # A/B switch of benchmarks/run.py decode ab ("slots:transpose")
+
+
+def swap_blocks(x, outer, inner):
+    """`(n, outer * inner, d)` in (outer, inner) order -> the same in (inner, outer) order.
+
+    A gather over the middle axis: on the small tensors of a decoding step it costs about a
+    fifth of the oneDNN transpose (a ~20 us floor per call on our CPUs) that
+    `transpose(reshape(x, (n, outer, inner, d)), (0, 2, 1, 3))` would run."""
+    if not SWAP_BY_GATHER:
+        n, d = ops.shape(x)[0], ops.shape(x)[-1]
+        x = ops.transpose(ops.reshape(x, (n, outer, inner, d)), (0, 2, 1, 3))
+        return ops.reshape(x, (n, outer * inner, d))
+    target = ops.arange(outer * inner)
+    source = (target % outer) * inner + target // outer  # (outer, inner) index of each
+    return ops.take(x, source, axis=1)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -35,13 +53,24 @@ class MultiHeadAttention(keras.layers.Layer):
             - With `value` given (self-attention), the new keys/values of `value` are appended:
               concatenated (the cache grows per step) when `cache_update_index` is None, or
               written into a fixed-size cache at `cache_update_index` (static shapes, for XLA).
+            - A cache with fewer rows than `query` holds keys/values per item, shared by
+              the `rows // items` consecutive query rows of each item (a beam): the queries
+              attend to them grouped, and nothing is tiled by beam. A static one is
+              `(items, h, S, d_k)`; a self-attention one (one query token per row) is
+              a `slot_cache` (its keys/values `(items, h, positions, beam, d)` in two parts,
+              and "ancestors", bool `(items, beam, (t + 1) * beam)`): position s of beam q
+              lives in the slot of its ancestor, so re-ranking beams changes the mask only,
+              never the keys/values (`decoding.incremental`). The new keys/values go to
+              position t in every row's own slot; `attention_mask` is then unused and no
+              weights are returned (None).
         cache_update_index: int or scalar tensor, see `cache`.
         training: whether dropout is active.
         return_attention_scores: also return the weights `(batch, num_heads, q_len, k_len)`.
 
     Returns:
-        `output (batch, q_len, d_model)`, then the weights if asked, then the updated cache if
-        a cache was given.
+        `output (batch, q_len, d_model)`, then the weights if asked (`(batch, h, q_len, k_len)`;
+        with an "ancestors" cache, k_len is `(t + 1) * beam`, position-major), then the updated
+        cache if a cache was given.
 
     Example:
     >>> mha = MultiHeadAttention(num_heads=8, key_dim=64)
@@ -130,11 +159,18 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         if value is None and cache is None:
             raise ValueError("MultiHeadAttention needs `value` unless a static `cache` is given.")
+        if cache is not None and value is None:  # precomputed (encoder-decoder) keys/values
+            concat, weights = self._attend_per_item(
+                self.query_dense(query), cache, attention_mask, training, return_attention_scores
+            )  # fmt: skip
+            return self._results(concat, weights, return_attention_scores, cache)
+        if cache is not None and "ancestors" in cache:
+            key = value if key is None else key
+            concat, new_cache = self._attend_slots(query, key, value, cache)
+            return self._results(concat, None, return_attention_scores, new_cache)
         q = self._split_heads(self.query_dense(query), self.key_dim)  # (batch, h, q_len, d_k)
         if cache is None:
             kv = self.project_key_value(value, key)
-        elif value is None:
-            kv = cache  # precomputed encoder-decoder keys/values
         else:
             kv = self._append_to_cache(
                 cache, self.project_key_value(value, key), cache_update_index
@@ -148,13 +184,76 @@ class MultiHeadAttention(keras.layers.Layer):
         heads = ops.transpose(heads, (0, 2, 1, 3))  # (batch, h, q_len, d_v) -> (b, q_len, h, d_v)
         batch, q_len = ops.shape(heads)[0], ops.shape(heads)[1]
         concat = ops.reshape(heads, (batch, q_len, self.num_heads * self.value_dim))
-        output = self._output_dense(concat)  # (batch, q_len, d_model)
-        results = [output]
+        new_cache = None if cache is None else kv
+        return self._results(concat, weights, return_attention_scores, new_cache)
+
+    def _results(self, concat, weights, return_attention_scores, cache):
+        """`output = concat W_O`, then the weights if asked, then `cache` unless None."""
+        results = [self._output_dense(concat)]  # (batch, q_len, d_model)
         if return_attention_scores:
             results.append(weights)
         if cache is not None:
-            results.append(kv)
+            results.append(cache)
         return results[0] if len(results) == 1 else tuple(results)
+
+    def _group(self, query, items):
+        """Projected queries `(rows, q_len, h * d_k)`, rows = items * g (g consecutive rows
+        per item) -> `(items, h, g * q_len, d_k)`: one matrix per item and head."""
+        rows, q_len = ops.shape(query)[0], ops.shape(query)[1]
+        per_head = (rows // items) * q_len  # g * q_len queries per item and head
+        q = ops.reshape(query, (items, per_head * self.num_heads, self.key_dim))  # (g, L, h)
+        q = swap_blocks(q, per_head, self.num_heads)  # -> (items, h * g * q_len, d_k)
+        return ops.reshape(q, (items, self.num_heads, per_head, self.key_dim))
+
+    def _ungroup(self, heads, rows, q_len):
+        """`(items, h, g * q_len, d_v)` -> `(rows, q_len, h * d_v)`, the inverse of `_group`."""
+        items, per_head = ops.shape(heads)[0], ops.shape(heads)[2]  # g * q_len
+        heads = ops.reshape(heads, (items, self.num_heads * per_head, self.value_dim))
+        heads = swap_blocks(heads, self.num_heads, per_head)  # -> (items, g * q_len * h, d_v)
+        return ops.reshape(heads, (rows, q_len, self.num_heads * self.value_dim))
+
+    def _attend_per_item(self, query, kv, attention_mask, training, weights_wanted):
+        """Projected queries `(rows, q_len, h * d_k)` on per-item keys/values `(items, h,
+        k_len, d)`, rows = items * g (g = 1 for a cache with a row per query): one product
+        per item and head for its g queries, no tiling by beam. `attention_mask` is boolean,
+        broadcastable to `(items, g * q_len, k_len)`.
+
+        Returns `(concat (rows, q_len, h * d_v), weights (rows, h, q_len, k_len) or None)`."""
+        rows, q_len = ops.shape(query)[0], ops.shape(query)[1]
+        items = ops.shape(kv["key"])[0]
+        mask = None
+        if attention_mask is not None:
+            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # (items, 1, ., k)
+        heads, weights = self.attention(
+            self._group(query, items),
+            kv["key"],
+            kv["value"],
+            attention_mask=mask,
+            training=training,
+        )  # heads: (items, h, g * q_len, d_v); fmt: skip
+        concat = self._ungroup(heads, rows, q_len)
+        if not weights_wanted:
+            return concat, None
+        weights = ops.reshape(weights, (items, self.num_heads, -1, q_len, ops.shape(weights)[-1]))
+        weights = ops.transpose(weights, (0, 2, 1, 3, 4))  # -> (items, g, h, q_len, k_len)
+        return concat, ops.reshape(weights, (rows, self.num_heads, q_len, -1))
+
+    def _attend_slots(self, query, key, value, cache):
+        """Self-attention of one new token per row `(items * beam, 1, d_model)` on a
+        `slot_cache`: `(concat (rows, 1, h * d_v), the cache with the new keys/values)`."""
+        items, beam = ops.shape(cache["key"])[0], ops.shape(cache["ancestors"])[1]
+
+        def per_item(x, depth):  # (items * beam, 1, h * depth) -> (items, h, 1, beam, depth)
+            x = ops.reshape(x, (items, beam * self.num_heads, depth))  # (beam, h) order
+            x = swap_blocks(x, beam, self.num_heads)  # -> (h, beam) order
+            return ops.reshape(x, (items, self.num_heads, 1, beam, depth))
+
+        new_key = per_item(self.key_dense(key), self.key_dim)
+        new_value = per_item(self.value_dense(value), self.value_dim)
+        new_cache = slot_cache.append(cache, new_key, new_value)
+        q = self._group(self.query_dense(query), items)  # (items, h, beam, d_k)
+        heads = slot_cache.attend(q, new_cache, cache["ancestors"])  # (items, h, beam, d_v)
+        return self._ungroup(heads, ops.shape(query)[0], 1), new_cache
 
     def get_config(self):
         config = super().get_config()
