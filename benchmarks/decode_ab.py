@@ -45,6 +45,11 @@ def parse_args(argv, prog: str | None = None):
     parser.add_argument("--designs", default="rows,rows+T,slots", help="comma-separated, see above")
     parser.add_argument("--beam", type=int, default=4, help="beam width")
     parser.add_argument(
+        "--profile", type=int, default=0, metavar="N",
+        help="also trace one search of each design (TF profiler) and print its N op types "
+        "with the most time, in ms per step (summed over threads)",
+    )  # fmt: skip
+    parser.add_argument(
         "--cpu-isa", choices=sorted(machine.ISA_CAPS), default="native",
         help="avx2: cap oneDNN and MKL to AVX2 (a CPU without AVX-512 or bfloat16 units)",
     )  # fmt: skip
@@ -79,6 +84,35 @@ def _trace(design: str, model, steps: int, beam: int, source):
         incremental.PRETRANSPOSE_OUTPUT = True
         incremental.RECENT_POSITIONS = incremental.DEFAULT_RECENT_POSITIONS
         multi_head_attention.SWAP_BY_GATHER = True
+
+
+def op_times(search, source, steps: int, top: int) -> list[tuple[str, float, int]]:
+    """`(op type, ms per step summed over threads, count)` of the `top` op types in a TF
+    profiler trace of one call of `search`."""
+    import collections
+    import glob
+    import tempfile
+
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        search(source)[0].numpy()
+        tf.profiler.experimental.stop()
+        (path,) = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+        space = xplane_pb2.XSpace.FromString(open(path, "rb").read())
+    seconds, counts = collections.Counter(), collections.Counter()
+    for plane in space.planes:
+        names = {key: meta.name for key, meta in plane.event_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                name = names.get(event.metadata_id, "")
+                op = name.rsplit(":", 1)[-1]  # "layer/name:OpType"
+                if ":" in name and not name.startswith("$") and op not in ("Process", "Run"):
+                    seconds[op] += event.duration_ps / 1e12
+                    counts[op] += 1
+    return [(op, s / steps * 1e3, counts[op]) for op, s in seconds.most_common(top)]
 
 
 def run(args) -> dict:
@@ -124,9 +158,14 @@ def run(args) -> dict:
                 "ids_equal_first": bool(np.array_equal(ids, ref_ids)),
                 "max_score_diff": float(np.max(np.abs(scores - ref_scores))),
             })  # fmt: skip
+    profiles = {}
+    if args.profile:
+        for (design, n), search in searches.items():
+            profiles[f"{design} @ {n}"] = op_times(search, source, n, args.profile)
     from benchmarks.peers import report
 
-    return {"rows": rows, **report.environment(args.prog, args.argv, "default"), "args": vars(args)}
+    environment = report.environment(args.prog, args.argv, "default")
+    return {"rows": rows, "profiles": profiles, **environment, "args": vars(args)}
 
 
 def markdown(result: dict) -> str:
@@ -147,6 +186,9 @@ def markdown(result: dict) -> str:
             f"{row['cost_vs_shortest']:.3f} | {runs} | {row['ids_equal_first']} | "
             f"{row['max_score_diff']:.2g} |"
         )
+    for name, ops in result.get("profiles", {}).items():
+        lines += ["", f"Trace of {name} tokens (op types: ms a step, summed over threads; count):"]
+        lines += [f"    {op:28s} {ms:8.2f}  {count}" for op, ms, count in ops]
     return "\n".join(lines)
 
 
