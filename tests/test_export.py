@@ -191,6 +191,7 @@ def _assert_outputs_equal(got: dict, want: dict, where: str):
             assert float(tf.reduce_max(diff)) <= 1e-5, (where, key)
 
 
+@pytest.mark.slow  # 31 s: a new Python; in process, test_verify_* compare the same outputs
 def test_fresh_process_without_project_code_matches_translator(export_dir, translator, tmp_path):
     cases = [text.encode() for _, text, _ in SEGMENTER_CASES]
     texts = [t.encode() for t in TEXTS] + BAD_TEXTS[:3] + [PARAGRAPH.encode()] + cases
@@ -370,7 +371,15 @@ def _sampling_tensors(**values) -> dict:
     return {key: tf.constant(value, SAMPLE_INPUTS[key][0]) for key, value in values.items()}
 
 
-@pytest.mark.parametrize("signature", [SERVING_SIGNATURE, NBEST_SIGNATURE, SAMPLE_SIGNATURE])
+@pytest.mark.parametrize(
+    "signature",
+    [
+        SERVING_SIGNATURE,
+        # The other two share its input checks (signatures.py); 30 s of the default stage.
+        pytest.param(NBEST_SIGNATURE, marks=pytest.mark.slow),
+        pytest.param(SAMPLE_SIGNATURE, marks=pytest.mark.slow),
+    ],
+)
 def test_bad_inputs_get_one_translation_each(loaded, signature):
     extra = _sampling_tensors() if signature == SAMPLE_SIGNATURE else {}
     out = loaded.signatures[signature](text=tf.constant(BAD_TEXTS), **extra)

@@ -26,6 +26,17 @@ def test_auto_picks_bfloat16_only_for_a_gpu_less_cpu_with_bfloat16_arithmetic(
     assert resolve_mixed_precision("auto", num_gpus, flags) == expected
 
 
+@pytest.mark.parametrize(
+    "cap, expected",
+    [("AVX2", "none"), ("avx512_core", "none"), ("AVX512_CORE_AMX", "mixed_bfloat16")],
+)
+def test_auto_keeps_float32_when_onednn_is_capped_below_bfloat16(monkeypatch, cap, expected):
+    """Under ONEDNN_MAX_CPU_ISA=AVX2 a bfloat16 product has no oneDNN kernel (TensorFlow
+    aborts): "auto" must not pick bfloat16 there, whatever /proc/cpuinfo says."""
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert resolve_mixed_precision("auto", 0, AMX) == expected
+
+
 @pytest.mark.parametrize("name", ["none", "mixed_bfloat16", "mixed_float16"])
 def test_an_explicit_policy_is_kept_whatever_the_machine(name):
     for flags, num_gpus in ((AVX2, 0), (AMX, 0), (AMX, 2)):

@@ -369,6 +369,7 @@ def test_mirrored_strategy_matches_one_device():
     np.testing.assert_allclose(mirrored, one, rtol=1e-5)
 
 
+@pytest.mark.slow  # 14 s; the slow stage's kill -9 tests (test_exact_resume.py) go further
 def test_killed_run_resumes_from_checkpoint(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     write_tsv(tsv)

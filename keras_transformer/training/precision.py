@@ -11,8 +11,13 @@ CPU". Without those flags TensorFlow emulates bfloat16 and nothing is gained (AV
 
 from __future__ import annotations
 
+import os
+
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 dot products (AVX512_BF16) or tiles (AMX).
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# ONEDNN_MAX_CPU_ISA values that keep oneDNN away from those units: under them a bfloat16
+# product has no kernel, and TensorFlow aborts ("could not create a primitive descriptor").
+NO_BFLOAT16_ISA_CAPS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")
 
 
 def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
@@ -32,10 +37,12 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
 def resolve_mixed_precision(name: str, num_gpus: int, flags: set[str] | None = None) -> str:
     """The policy to set for `mixed_precision=name` (`TrainingConfig.distribution`): `name`
     itself unless it is "auto"; then "mixed_bfloat16" for a CPU-only machine whose CPU has one
-    of `BFLOAT16_CPU_FLAGS`, else "none". `flags` defaults to this machine's `cpu_flags()`."""
+    of `BFLOAT16_CPU_FLAGS` and whose oneDNN is not capped below them (`ONEDNN_MAX_CPU_ISA`, as
+    `benchmarks/run.py ... --cpu-isa avx2` sets it), else "none". `flags` defaults to this
+    machine's `cpu_flags()`."""
     if name != "auto":
         return name
-    if num_gpus:
+    if num_gpus or os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in NO_BFLOAT16_ISA_CAPS:
         return "none"
     flags = cpu_flags() if flags is None else flags
     return "mixed_bfloat16" if any(flag in flags for flag in BFLOAT16_CPU_FLAGS) else "none"
