@@ -30,7 +30,6 @@ ISA_CAPS = {
     "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
              "CT2_FORCE_CPU_ISA": "AVX2"},
 }  # fmt: skip
-CAPPED_FLAGS = {"avx", "avx2", "fma"}  # what a capped CPU offers the systems
 
 
 def cap_cpu_isa(isa: str) -> bool:
@@ -44,13 +43,12 @@ def cap_cpu_isa(isa: str) -> bool:
 
 
 def emulates_bfloat16(flags: set[str] | None = None) -> bool:
-    """Whether this CPU lacks bfloat16 arithmetic (neither `avx512_bf16` nor `amx_bf16` in
-    /proc/cpuinfo, the flags `--mixed-precision auto` looks for), so that TensorFlow and
-    PyTorch emulate bfloat16 on it. `flags` defaults to this machine's."""
-    from keras_transformer.training.precision import BFLOAT16_CPU_FLAGS, cpu_flags
+    """Whether TensorFlow and PyTorch emulate bfloat16 here: the CPU lacks bfloat16 arithmetic
+    (neither `avx512_bf16` nor `amx_bf16` in `flags`, default this machine's /proc/cpuinfo,
+    the flags `--mixed-precision auto` looks for), or `--cpu-isa` capped oneDNN below it."""
+    from keras_transformer.training.precision import has_bfloat16_arithmetic
 
-    flags = cpu_flags() if flags is None else flags
-    return not any(flag in flags for flag in BFLOAT16_CPU_FLAGS)
+    return not has_bfloat16_arithmetic(flags)
 
 
 def accelerator_name() -> str:

@@ -89,7 +89,7 @@ def main(argv: list[str], prog: str = "python benchmarks/run.py", workload: str 
     """Run `workload` ("train", "decode" or "scaling") with the flags in `argv`, print its
     table and write its JSON; `prog` (the command up to the flags) is recorded with them."""
     args = parse_args(argv, prog)
-    capped = machine.cap_cpu_isa(args.cpu_isa)  # before any matrix library starts
+    machine.cap_cpu_isa(args.cpu_isa)  # before any matrix library starts
     # One process runs every system, so each gets the setting our commands use
     # (KERAS_TRANSFORMER_MALLOC=default: glibc's own).
     kept = malloc.keep_freed_memory()
@@ -97,8 +97,7 @@ def main(argv: list[str], prog: str = "python benchmarks/run.py", workload: str 
     spec = Spec(config=args.config, vocab_size=args.vocab_size, batch=args.batch or batch,
                 length=args.length, out_length=args.length, steps=args.steps or steps,
                 norm_position=args.norm_position)  # fmt: skip
-    cpu_flags = machine.CAPPED_FLAGS if capped else None
-    names, skipped = systems(workload, args.with_peers, args.emulated_bfloat16, cpu_flags)
+    names, skipped = systems(workload, args.with_peers, args.emulated_bfloat16)
     if workload == "train":
         result = workloads.train(spec, names, args.repeats)
     elif workload == "decode":

@@ -74,7 +74,7 @@ def incremental_decoder_with_shared(
             layer_caches,
             cache_update_index=step if padded else None,
             output_kernel=output_kernel,
-        )  # logits: (rows, 1, vocab); fmt: skip
+        )  # logits: (rows, 1, vocab)
         return logits[:, 0, :], [layer["self"] for layer in new_cache]
 
     if tf.executing_eagerly():  # one graph call per step instead of eager layer calls
@@ -113,7 +113,7 @@ def incremental_decoder(
     return symbols_to_logits_fn, cache
 
 
-PRETRANSPOSE_OUTPUT = True  # A/B switch of benchmarks/decode_benchmark.py --ab
+PRETRANSPOSE_OUTPUT = True  # A/B switch of `benchmarks/run.py decode ab` ("rows" vs "rows+T")
 
 
 def _output_kernel(model: Transformer):

@@ -64,6 +64,19 @@ class Decoder(LayerStack):
             decoded = decoded + ops.shape(cache[0]["self"]["recent_key"])[2]
         return decoded
 
+    def _self_attention_mask(self, inputs, target_mask, cache, cache_update_index, start):
+        """Causal (and, with `target_mask`, padding) mask `(1 or batch, q_len, k_len)`."""
+        q_len = ops.shape(inputs)[1]
+        k_len = q_len
+        if cache is not None:
+            cache_len = ops.shape(cache[0]["self"]["key"])[2]
+            k_len = cache_len if cache_update_index is not None else cache_len + q_len
+        mask = ops.expand_dims(causal_mask(q_len, k_len, start), 0)  # (1, q_len, k_len)
+        if target_mask is not None:
+            keys_real = ops.expand_dims(ops.cast(target_mask, "bool"), 1)  # (b, 1, tgt_len)
+            mask = ops.logical_and(mask, keys_real)  # (b, q_len, k_len)
+        return mask
+
     def call(
         self,
         inputs,
@@ -76,17 +89,10 @@ class Decoder(LayerStack):
         return_attention_scores=False,
     ):
         start = self._start_index(cache, cache_update_index)
-        q_len = ops.shape(inputs)[1]
-        k_len = q_len
-        if cache is not None:
-            cache_len = ops.shape(cache[0]["self"]["key"])[2]
-            k_len = cache_len if cache_update_index is not None else cache_len + q_len
-        mask = ops.expand_dims(causal_mask(q_len, k_len, start), 0)  # (1, q_len, k_len)
         if cache is not None and "ancestors" in cache[0]["self"]:
             mask = None  # one new token per row: its ancestors' slots are its mask
-        elif target_mask is not None:
-            keys_real = ops.expand_dims(ops.cast(target_mask, "bool"), 1)  # (b, 1, tgt_len)
-            mask = ops.logical_and(mask, keys_real)  # (b, q_len, k_len)
+        else:
+            mask = self._self_attention_mask(inputs, target_mask, cache, cache_update_index, start)
         x = self.embed_positions(inputs, start_index=start, training=training)
         all_weights, new_cache = [], []
         for i, layer in enumerate(self.layers):

@@ -69,8 +69,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Returns:
         `output (batch, q_len, d_model)`, then the weights if asked (`(batch, h, q_len, k_len)`;
-        with an "ancestors" cache, k_len is `(t + 1) * beam`, position-major), then the updated
-        cache if a cache was given.
+        None with a `slot_cache`), then the updated cache if a cache was given.
 
     Example:
     >>> mha = MultiHeadAttention(num_heads=8, key_dim=64)
@@ -230,7 +229,7 @@ class MultiHeadAttention(keras.layers.Layer):
             kv["value"],
             attention_mask=mask,
             training=training,
-        )  # heads: (items, h, g * q_len, d_v); fmt: skip
+        )  # heads: (items, h, g * q_len, d_v)
         concat = self._ungroup(heads, rows, q_len)
         if not weights_wanted:
             return concat, None

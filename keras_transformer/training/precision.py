@@ -42,7 +42,16 @@ def resolve_mixed_precision(name: str, num_gpus: int, flags: set[str] | None = N
     machine's `cpu_flags()`."""
     if name != "auto":
         return name
-    if num_gpus or os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in NO_BFLOAT16_ISA_CAPS:
+    if num_gpus:
         return "none"
+    return "mixed_bfloat16" if has_bfloat16_arithmetic(flags) else "none"
+
+
+def has_bfloat16_arithmetic(flags: set[str] | None = None) -> bool:
+    """Whether oneDNN runs bfloat16 products natively here: the CPU has one of
+    `BFLOAT16_CPU_FLAGS` (`flags`, default this machine's `cpu_flags()`) and
+    `ONEDNN_MAX_CPU_ISA` does not cap oneDNN below them."""
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in NO_BFLOAT16_ISA_CAPS:
+        return False
     flags = cpu_flags() if flags is None else flags
-    return "mixed_bfloat16" if any(flag in flags for flag in BFLOAT16_CPU_FLAGS) else "none"
+    return any(flag in flags for flag in BFLOAT16_CPU_FLAGS)
