@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
+
+from keras_transformer import onednn
 
 
 def cpu_name() -> str:
@@ -17,10 +20,14 @@ def cpu_name() -> str:
 
 
 def description() -> str:
-    """ "CPU NAME, N cores": the machine line of every result (with the `--cpu-isa` cap, if
-    one is set)."""
+    """ "CPU NAME, N cores": the machine line of every result, with the `--cpu-isa` cap if
+    one is set and whether TensorFlow runs oneDNN's kernels (once it is imported)."""
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-    return f"{cpu_name()}, {os.cpu_count()} cores" + (f", capped to {cap}" if cap else "")
+    line = f"{cpu_name()}, {os.cpu_count()} cores" + (f", capped to {cap}" if cap else "")
+    if "tensorflow" in sys.modules:
+        enabled = onednn.onednn_enabled()
+        line += "" if enabled is None else f", TensorFlow's oneDNN {'on' if enabled else 'off'}"
+    return line
 
 
 # `--cpu-isa`: the environment variables that cap each library's runtime dispatch (read when

@@ -16,6 +16,8 @@ import shlex
 import sys
 from dataclasses import dataclass
 
+from keras_transformer import onednn
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> i
         sys.stderr.write(usage())
         sys.stderr.write(f"error: unknown workload. Received: workload={workload!r}\n")
         return 2
+    onednn.prefer_onednn()  # as the commands do, before any workload starts TensorFlow
     kinds = WORKLOADS[workload]
     kind = next(iter(kinds))  # the default
     if rest and rest[0] in kinds:

@@ -17,6 +17,7 @@ RANKS = {
     "constants": 0,
     "logging_utils": 0,
     "malloc": 0,
+    "onednn": 0,
     "config": 1,
     "layers": 2,
     "model": 3,

@@ -22,7 +22,7 @@ import sys
 import typing
 from collections.abc import Callable, Sequence
 
-from keras_transformer import logging_utils, malloc
+from keras_transformer import logging_utils, malloc, onednn
 from keras_transformer.config import OVERLONG, QUICK_EVAL_ALPHA, DocumentOptions, SearchOptions
 from keras_transformer.constants import INFERENCE_DTYPES
 from keras_transformer.training.errors import PreemptedError, exit_status
@@ -244,6 +244,7 @@ def run(
     """
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    onednn.prefer_onednn()  # before TensorFlow starts: it reads the choice once
     if tensorflow and not args.debug:
         logging_utils.import_tensorflow_quietly()
     logging_utils.setup_logging(logging.DEBUG if args.debug else logging.INFO)

@@ -1,0 +1,48 @@
+"""oneDNN's CPU kernels for TensorFlow on every x86-64 CPU, not only the newest.
+
+TensorFlow's Linux x86-64 wheels carry two sets of CPU kernels for products, convolutions
+and their neighbours: Eigen's and oneDNN's. TensorFlow turns oneDNN on by default only on
+CPUs with neural-network features (AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX: its
+`DefaultOneDnnPolicy`), so an AVX2 CPU (most AMD EPYC before Zen 4, Xeons before Cascade
+Lake, many cloud VMs) runs Eigen's. Measured on a 2-core AMD EPYC with oneDNN capped to AVX2
+and TensorFlow's choice replayed (benchmarks/results/2026-11-25-onednn-on-avx2.md): with
+oneDNN, beam search of the base model (batch 32, beam 4) ran 1.29x faster and a training step
+of the quick preset 1.12x faster.
+
+`prefer_onednn()` asks for oneDNN (`TF_ENABLE_ONEDNN_OPTS=1`) before TensorFlow starts: the
+commands call it first thing. A value the user set wins (`TF_ENABLE_ONEDNN_OPTS=0` keeps
+Eigen's kernels), and it has no effect once TensorFlow is imported, which reads the
+variable once. TF Serving reads the same variable: start the server with
+`TF_ENABLE_ONEDNN_OPTS=1` in its environment on such CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+ENV_VAR = "TF_ENABLE_ONEDNN_OPTS"
+X86_64 = ("x86_64", "amd64")
+
+
+def prefer_onednn() -> bool:
+    """Set `TF_ENABLE_ONEDNN_OPTS=1` unless set already, TensorFlow is imported, or this is
+    not an x86-64 machine (on ARM the variable selects other kernels, not measured here).
+    Returns whether it set the variable."""
+    if ENV_VAR in os.environ or "tensorflow" in sys.modules:
+        return False
+    if platform.machine().lower() not in X86_64:
+        return False
+    os.environ[ENV_VAR] = "1"
+    return True
+
+
+def onednn_enabled() -> bool | None:
+    """Whether this process's TensorFlow runs oneDNN's kernels (imports TensorFlow); None
+    if TensorFlow cannot say."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:
+        return None
+    return bool(_pywrap_util_port.IsMklEnabled())
