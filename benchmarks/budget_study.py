@@ -65,10 +65,12 @@ def _train(name: str, flags: str, steps: int, runs_dir: str) -> tuple[str, float
 
 def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = None) -> dict:
     """Dev BLEU (whole dev split, beam 4, the run's alpha) of the last k checkpoints averaged,
-    for each k; test BLEU of the best window (or `test_window`)."""
+    for each k; test BLEU of the best window (or `test_window`); and with `best.weights.h5`
+    (a --keep-best row), its step and dev and test BLEU."""
     from keras_transformer import artifacts
     from keras_transformer.config import TrainingConfig
     from keras_transformer.data import corpus
+    from keras_transformer.decoding.dev_bleu import BEST_WEIGHTS, best_record, load_history
     from keras_transformer.decoding.evaluation import evaluate_bleu
     from keras_transformer.training.checkpoints import average_checkpoints
 
@@ -88,6 +90,15 @@ def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = 
     scores = evaluate_bleu(model, tokenizer, test, search, progress=False)
     result["test"] = {"window": best, "bleu": round(scores["bleu"], 2),
                       "chrf": round(scores["chrf"], 2)}  # fmt: skip
+    best_path = artifacts.path(model_dir, BEST_WEIGHTS)
+    if os.path.exists(best_path):  # a --keep-best row: its best dev-BLEU weights, scored alike
+        model.load_weights(best_path)
+        record = best_record(load_history(model_dir))
+        dev_bleu, test_scores = (
+            evaluate_bleu(model, tokenizer, split, search, progress=False) for split in (dev, test)
+        )
+        result["best"] = {"step": record["step"], "dev": round(dev_bleu["bleu"], 2),
+                          "test": round(test_scores["bleu"], 2)}  # fmt: skip
     return result
 
 
@@ -114,15 +125,18 @@ def run_row(name: str, flags: str, steps: int, runs_dir: str) -> dict:
 def markdown(rows: dict) -> str:
     lines = [
         "| row | flags | steps | dev BLEU by window " + "/".join(map(str, WINDOWS))
-        + " | best window | test BLEU | chrF | dev loss | train s |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        + " | best window | test BLEU | chrF | best dev-BLEU weights: step, dev / test"
+        + " | dev loss | train s |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: |",
     ]  # fmt: skip
     for row in rows.values():
         dev = " / ".join(f"{row['dev'][str(k)]:.2f}" for k in WINDOWS if str(k) in row["dev"])
+        best = row.get("best")
+        best = f"{best['step']}, {best['dev']:.2f} / {best['test']:.2f}" if best else "-"
         lines.append(
             f"| {row['row']} | `{row['flags']}` | {row['steps']} | {dev} | "
             f"{row['test']['window']} | {row['test']['bleu']:.2f} | {row['test']['chrf']:.2f} | "
-            f"{row['dev_loss']} | {row['train_seconds']:.0f} |"
+            f"{best} | {row['dev_loss']} | {row['train_seconds']:.0f} |"
         )
     return "\n".join(lines) + "\n"
 
