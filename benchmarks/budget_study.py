@@ -167,6 +167,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py recipe budget") -> Non
     rows = stored["rows"]
     costs = {k: float(v) for k, v in (c.split("=", 1) for c in args.step_cost)}
     os.makedirs(args.runs_dir, exist_ok=True)
+    os.makedirs(args.output_dir, exist_ok=True)
     names = [n for n in args.rows.split(",") if n] + [e.split("=")[0] for e in args.extra]
     for name in dict.fromkeys(names):
         if name in rows and not args.rerun:

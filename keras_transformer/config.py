@@ -327,6 +327,7 @@ class DocumentOptions:
 STRATEGIES = ("auto", "mirrored", "one_device", "multi_worker")
 MIXED_PRECISION = ("auto", "none", "mixed_bfloat16", "mixed_float16")
 EVAL_DECODES = ("greedy", "beam")  # how training decodes its dev subset
+DELIVERIES = ("auto", "averaged", "best")  # which weights a run delivers
 FREEZE_CHOICES = ("encoder", "embeddings")  # parts of the model a run may leave untrained
 # ArchitectureConfig fields that override a preset's value where set (None: the preset's).
 PRESET_OVERRIDES = ("dropout", "num_layers", "d_model", "d_ff", "num_heads", "norm_position")
@@ -547,11 +548,15 @@ class EvaluationConfig:
         "how to decode the dev subset: greedy (cheap) or beam (--eval-beam-size, --eval-alpha)",
         choices=EVAL_DECODES,
     )
-    keep_best: bool = option(
-        False,
-        "keep the weights of the best dev BLEU (best.weights.h5); test BLEU and the export use "
-        "them instead of the averaged final weights",
+    deliver: str = option(
+        "auto",
+        "the weights that test BLEU and the export use: auto (the last checkpoints averaged, "
+        "unless the best dev-BLEU weights of the run score higher on the dev subset at the "
+        "end: a run that overfits), averaged, or best (the best dev-BLEU weights, "
+        "best.weights.h5)",
+        choices=DELIVERIES,
     )
+    keep_best: bool = option(False, "the same as --deliver best")
     early_stopping: int = option(
         0, "stop after N dev evaluations in a row without a BLEU gain (0: never)"
     )
@@ -562,12 +567,27 @@ class EvaluationConfig:
         for name in ("eval_every_steps", "eval_dev_pairs", "early_stopping"):
             check_int(name, getattr(self, name), minimum=0)
         check_choice("eval_decode", self.eval_decode, EVAL_DECODES)
-        if (self.keep_best or self.early_stopping) and not self.eval_every_steps:
+        check_choice("deliver", self.deliver, DELIVERIES)
+        if self.keep_best and self.deliver == "averaged":
             raise ValueError(
-                "keep_best and early_stopping need dev evaluations. Received: "
-                f"eval_every_steps=0, keep_best={self.keep_best}, "
+                "keep_best delivers the best weights, deliver='averaged' the averaged ones. "
+                "Received: keep_best=True, deliver='averaged'"
+            )
+        if (self.delivered() == "best" or self.early_stopping) and not self.eval_every_steps:
+            raise ValueError(
+                "deliver='best' (keep_best) and early_stopping need dev evaluations. Received: "
+                f"eval_every_steps=0, deliver={self.delivered()!r}, "
                 f"early_stopping={self.early_stopping}"
             )
+
+    def delivered(self) -> str:
+        """`deliver`, with `keep_best` as "best"; "auto" without dev evaluations is
+        "averaged" (there is nothing to compare)."""
+        if self.keep_best:
+            return "best"
+        if self.deliver == "auto" and not self.eval_every_steps:
+            return "averaged"
+        return self.deliver
 
     def search(self, model: str) -> SearchOptions:
         """The beam search of the evaluations and export of a run of preset `model`."""

@@ -16,6 +16,7 @@ bad flag, model directory or corpus a ValueError, before anything is evaluated o
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from typing import Any
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
+
+logger = logging.getLogger("keras_transformer")
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,8 @@ class Runner:
         summary = trainer.train(self.config, self.dev_bleu_callbacks, self.end_of_run_reserve())
         if not summary["chief"]:
             return RunResult(summary)
-        weights = self.final_weights()
-        self.write_summary(summary, weights)
+        weights, choice = self.final_weights()
+        self.write_summary(summary, weights, choice)
         return RunResult(summary, weights, self.export(weights))
 
     def dev_bleu_callbacks(self, tokenizer) -> list:
@@ -77,7 +80,7 @@ class Runner:
         return [
             DevBleu(
                 pairs, tokenizer, model_dir, evaluation.eval_every_steps, evaluation.eval_decode,
-                self.config.eval_search(), keep_best=evaluation.keep_best,
+                self.config.eval_search(), keep_best=evaluation.delivered() != "averaged",
                 early_stopping=evaluation.early_stopping,
             )
         ]  # fmt: skip
@@ -90,26 +93,55 @@ class Runner:
 
         if not self.config.planned():
             return None
-        limit, sentences = self.config.evaluation.eval_limit, 0
-        if limit != 0:
-            sentences = sum(1 for _ in corpus.read_split(self.config.data, "test", limit=limit))
+        evaluation, sentences, dev = self.config.evaluation, 0, 0
+        if evaluation.eval_limit != 0:
+            test = corpus.read_split(self.config.data, "test", limit=evaluation.eval_limit)
+            sentences = sum(1 for _ in test)
+        if evaluation.delivered() == "auto":  # the averaged weights scored on the dev subset
+            dev = sum(1 for _ in corpus.read_split(self.config.data, "dev",
+                                                   limit=evaluation.eval_dev_pairs))  # fmt: skip
         export = self.export_dir is not None
 
         def reserve(seconds_per_step: float, first_step_seconds: float) -> float:
-            return end_of_run_seconds(seconds_per_step, first_step_seconds, sentences, export)
+            return end_of_run_seconds(
+                seconds_per_step, first_step_seconds, sentences, export, dev_sentences=dev
+            )
 
         return reserve
 
-    def final_weights(self) -> str:
-        """The weights the run delivers: the best dev-BLEU weights with `keep_best` (when an
-        evaluation saved them), else the averaged final weights."""
-        from keras_transformer.decoding.dev_bleu import BEST_WEIGHTS
+    def final_weights(self) -> tuple[str, dict[str, Any] | None]:
+        """The weights the run delivers (`EvaluationConfig.delivered()`), and for "auto" the
+        comparison behind the choice. "auto": the averaged final weights, unless the best
+        dev-BLEU weights (`best.weights.h5`) beat them on the same dev subset, decoded the
+        same way (a run that overfits: its curve peaked before the end); "best": those weights
+        when an evaluation saved them; "averaged": the averaged ones."""
+        from keras_transformer.data import corpus
+        from keras_transformer.decoding import dev_bleu
 
-        model_dir = self.config.run.model_dir
-        best = artifacts.path(model_dir, BEST_WEIGHTS)
-        if self.config.evaluation.keep_best and os.path.exists(best):
-            return best
-        return artifacts.path(model_dir, artifacts.FINAL_WEIGHTS)
+        evaluation, model_dir = self.config.evaluation, self.config.run.model_dir
+        averaged = artifacts.path(model_dir, artifacts.FINAL_WEIGHTS)
+        best = artifacts.path(model_dir, dev_bleu.BEST_WEIGHTS)
+        deliver = evaluation.delivered()
+        if deliver == "averaged" or not os.path.exists(best):
+            return averaged, None
+        if deliver == "best":
+            return best, None
+        record = dev_bleu.best_record(dev_bleu.load_history(model_dir))
+        if record is None:  # best weights without their curve: nothing to compare
+            return averaged, None
+        model, _, tokenizer = artifacts.load_trained(model_dir, averaged)
+        pairs = list(corpus.read_split(self.config.data, "dev", limit=evaluation.eval_dev_pairs))
+        search = dev_bleu.dev_search(evaluation.eval_decode, self.config.eval_search())
+        averaged_bleu = round(dev_bleu.score_dev(model, tokenizer, pairs, search)["bleu"], 2)
+        chosen = "best" if record["bleu"] > averaged_bleu else "averaged"
+        logger.info(
+            "Delivering the %s weights: dev BLEU %.2f for the last checkpoints averaged, %.2f "
+            "for the best weights (step %d)", chosen, averaged_bleu, record["bleu"],
+            record["step"],
+        )  # fmt: skip
+        choice = dict(delivered=chosen, averaged_dev_bleu=averaged_bleu,
+                      best_dev_bleu=record["bleu"], best_step=record["step"])  # fmt: skip
+        return (best if chosen == "best" else averaged), choice
 
     def evaluate(self, weights: str) -> dict[str, Any]:
         """BLEU/chrF of `weights` on the test split (beam search with the run's
@@ -124,14 +156,19 @@ class Runner:
         output = artifacts.path(model_dir, "test.hyp.txt")
         return evaluate_bleu(model, tokenizer, pairs, self.config.eval_search(), output_path=output)
 
-    def write_summary(self, summary: dict[str, Any], weights: str) -> None:
-        """Add the dev-BLEU curve, the delivered weights and (unless `eval_limit=0`) the test
-        scores to training's `summary` and write it to `MODEL_DIR/summary.json`."""
+    def write_summary(
+        self, summary: dict[str, Any], weights: str, choice: dict[str, Any] | None = None
+    ) -> None:
+        """Add the dev-BLEU curve, the delivered weights (with `choice`, the comparison that
+        chose them) and (unless `eval_limit=0`) the test scores to training's `summary` and
+        write it to `MODEL_DIR/summary.json`."""
         from keras_transformer.decoding.dev_bleu import best_record, load_history
 
         model_dir = self.config.run.model_dir
         history = load_history(model_dir)
         summary.update(dev_bleu=history, best_dev=best_record(history), weights=weights)
+        if choice is not None:
+            summary["weights_choice"] = choice
         if self.config.evaluation.eval_limit != 0:
             summary["test"] = self.evaluate(weights)
         with open(artifacts.path(model_dir, artifacts.SUMMARY_FILE), "w") as f:

@@ -111,3 +111,74 @@ def test_training_config_checks_the_dev_flags():
         TrainingConfig.from_flat(eval_decode="sampled")
     with pytest.raises(ValueError, match="early_stopping=-2"):
         TrainingConfig.from_flat(early_stopping=-2)
+
+
+def _delivering_run(trained, tmp_path, best_bleu: float):
+    """A run directory holding the averaged weights (the fixture's), other best weights and a
+    dev curve whose best record has `best_bleu`, over a corpus whose dev split is PAIRS; and
+    a function of flags that returns a `Runner` of that directory."""
+    import shutil
+
+    from keras_transformer.runner import Runner
+
+    directory, model, _ = trained
+    run_dir = tmp_path / "run"
+    shutil.copytree(directory, run_dir)
+    keras.utils.set_random_seed(7)
+    other = keras.models.clone_model(model)  # the same shapes, other weights
+    other.build_from_config(model.get_build_config())
+    other.save_weights(run_dir / dev_bleu.BEST_WEIGHTS)
+    curve = [{"step": 5, "minutes": 0.1, "bleu": best_bleu, "chrf": 0.0, "seconds": 0.1}]
+    (run_dir / dev_bleu.DEV_BLEU_FILE).write_text(json.dumps(curve))
+    for split, pairs in (("train", PAIRS * 4), ("dev", PAIRS), ("test", PAIRS[:2])):
+        lines = "".join(f"{source}\t{target}\n" for source, target in pairs)
+        (tmp_path / f"c.{split}.tsv").write_text(lines)
+
+    def runner(**flags):
+        return Runner(TrainingConfig.from_flat(
+            dataset=f"tsv:{tmp_path / 'c.train.tsv'}", model_dir=str(run_dir), model="tiny",
+            eval_dev_pairs=len(PAIRS), **flags,
+        ))  # fmt: skip
+
+    return runner, run_dir
+
+
+WEIGHT_FILES = {"best": dev_bleu.BEST_WEIGHTS, "averaged": artifacts.FINAL_WEIGHTS}
+
+
+def test_auto_delivers_the_weights_that_score_higher_on_dev(trained, tmp_path, monkeypatch):
+    runner, run_dir = _delivering_run(trained, tmp_path, best_bleu=100.0)
+    weights, choice = runner().final_weights()
+    assert weights == str(run_dir / WEIGHT_FILES["best"]) and choice["delivered"] == "best"
+    assert (choice["best_dev_bleu"], choice["best_step"]) == (100.0, 5)
+    # The averaged weights' dev BLEU against an independent greedy decode of the same pairs.
+    _, model, tokenizer = trained
+    hypotheses, _ = Translator(model, tokenizer, SearchOptions(beam_size=1)).translate(
+        [source for source, _ in PAIRS]
+    )
+    expected = BLEU().corpus_score(hypotheses, [[target for _, target in PAIRS]]).score
+    assert choice["averaged_dev_bleu"] == pytest.approx(expected, abs=0.006)
+    # The best weights must beat the averaged ones: a tie or less delivers the averaged.
+    monkeypatch.setattr(dev_bleu, "score_dev", lambda *args, **kwargs: {"bleu": 100.0})
+    weights, choice = runner().final_weights()
+    assert weights == str(run_dir / WEIGHT_FILES["averaged"]) and choice["delivered"] == "averaged"
+
+
+def test_fixed_deliveries_score_nothing(trained, tmp_path, monkeypatch):
+    runner, run_dir = _delivering_run(trained, tmp_path, best_bleu=100.0)
+    monkeypatch.setattr(dev_bleu, "score_dev", None)  # called: a TypeError
+    cases = [({"deliver": "averaged"}, "averaged"), ({"deliver": "best"}, "best"),
+             ({"keep_best": True}, "best"), ({"eval_every_steps": 0}, "averaged")]  # fmt: skip
+    for flags, delivered in cases:
+        assert runner(**flags).final_weights() == (str(run_dir / WEIGHT_FILES[delivered]), None)
+    os.remove(run_dir / dev_bleu.BEST_WEIGHTS)  # no evaluation saved best weights
+    assert runner().final_weights() == (str(run_dir / WEIGHT_FILES["averaged"]), None)
+
+
+def test_deliver_flags_are_checked():
+    with pytest.raises(ValueError, match="deliver='everything'"):
+        TrainingConfig.from_flat(deliver="everything")
+    with pytest.raises(ValueError, match="keep_best=True, deliver='averaged'"):
+        TrainingConfig.from_flat(keep_best=True, deliver="averaged")
+    with pytest.raises(ValueError, match="eval_every_steps=0, deliver='best'"):
+        TrainingConfig.from_flat(eval_every_steps=0, deliver="best")

@@ -110,8 +110,8 @@ def test_train_command_exports_with_the_evaluated_search(monkeypatch):
     monkeypatch.setattr(export, "export_savedmodel", lambda *a, **k: seen.update(k) or "EXPORTED")
     cfg = train.training_config(train.build_parser().parse_args(["--eval-beam-size", "3"]))
     monkeypatch.setattr(train, "training_config", lambda args: cfg)
-    monkeypatch.setattr(Runner, "final_weights", lambda self: "W")
-    monkeypatch.setattr(Runner, "write_summary", lambda self, summary, weights: None)
+    monkeypatch.setattr(Runner, "final_weights", lambda self: ("W", None))
+    monkeypatch.setattr(Runner, "write_summary", lambda self, summary, weights, choice=None: None)
     monkeypatch.setattr(
         "keras_transformer.training.trainer.train",
         lambda cfg, callbacks, reserve=None: {

@@ -49,7 +49,8 @@ class DevBleu(keras.callbacks.Callback):
         every_steps: evaluation interval in optimizer updates (> 0).
         decode: "greedy" (beam 1, the cheap default) or "beam" (`search`, the paper's).
         search: beam settings for `decode="beam"` (default: `SearchOptions()`).
-        keep_best: save `best.weights.h5` whenever dev BLEU improves.
+        keep_best: save `best.weights.h5` whenever dev BLEU improves (for a run that delivers
+            them, or compares them with the averaged weights at its end: `score_dev`).
         early_stopping: stop after this many evaluations without improvement (0: never).
 
     `batch_size` (64): sentences per decoding batch; an attribute, set it after construction.
@@ -82,9 +83,7 @@ class DevBleu(keras.callbacks.Callback):
         self.tokenizer = tokenizer
         self.model_dir = model_dir
         self.every_steps = every_steps
-        self.search = (search or SearchOptions()).replace(n_best=1)
-        if decode == "greedy":
-            self.search = self.search.replace(beam_size=1)
+        self.search = dev_search(decode, search)
         self.keep_best = keep_best
         self.early_stopping = early_stopping
         self.history = load_history(model_dir)
@@ -166,6 +165,22 @@ class DevBleu(keras.callbacks.Callback):
             tf.summary.scalar("dev_chrf", record["chrf"])
         self._writer.flush()
         plot_learning_curve(self.history, artifacts.path(self.model_dir, CURVE_FILE))
+
+
+def dev_search(decode: str, search: SearchOptions | None = None) -> SearchOptions:
+    """The search of a dev evaluation: `search` (default `SearchOptions()`) with one
+    hypothesis, and beam 1 for `decode="greedy"`."""
+    search = (search or SearchOptions()).replace(n_best=1)
+    return search.replace(beam_size=1) if decode == "greedy" else search
+
+
+def score_dev(model, tokenizer, pairs: Sequence[tuple[str, str]], search: SearchOptions,
+              batch_size: int = DevBleu.batch_size) -> dict:  # fmt: skip
+    """BLEU and chrF of `model` on the dev `pairs`, decoded as `DevBleu` decodes them (`search`
+    from `dev_search`): the same figure as the curve's, for weights loaded after training."""
+    translator = Translator(model, tokenizer, search, documents=DocumentOptions.sentences())
+    hypotheses, _ = translator.translate([source for source, _ in pairs], batch_size=batch_size)
+    return score_translations(hypotheses, [reference for _, reference in pairs])
 
 
 def load_history(model_dir: str) -> list[dict]:

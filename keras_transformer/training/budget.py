@@ -11,8 +11,10 @@ and what the end of the run will take (`reserve`: averaging, the test evaluation
 export), and plans the steps that fit. The learning rate then decays to zero at the planned
 step (`TransformerSchedule.set_total_steps`). Every `replan_every` updates it measures again:
 if the planned end would now land past the budget, or leave more than `tolerance` of it
-unused, it plans anew from where the decay stands (the rate never jumps). It never plans
-past the budget, and it stops training at once if even the next update would end past it.
+unused, it plans anew from where the decay stands (the rate never jumps). A new plan aims
+half the tolerance before the budget's end, so that a measurement a little slower than the
+last does not force another plan (hysteresis). It never plans past the budget, and it stops
+training at once if even the next update would end past it.
 
 Every plan is recorded in `MODEL_DIR/plan.json`, step by step (`Plan`). A resumed run follows
 the recorded plan and never plans again: a run killed at any point and rerun with the same
@@ -38,6 +40,10 @@ logger = logging.getLogger("keras_transformer")
 
 OUTLIER = 3.0  # a gap over this many median updates is not an update (a trace, an evaluation)
 MIN_LATE_SECONDS = 0.5  # a plan that would end later than this past the budget is made anew
+# A plan aims this share of the tolerance band before the budget's end (0: at the end): chosen
+# by replaying step times as noisy as a 2-core VM's (tests/test_budget.py; 13 plans in one
+# 10-minute run before).
+HYSTERESIS = 0.5
 
 
 def process_start_time() -> float:
@@ -229,15 +235,18 @@ class BudgetPlanner(keras.callbacks.Callback):
         per_step = self.seconds_per_step()
         reserve = self.reserve(per_step, self._first_step_seconds or per_step)
         left = self.budget_seconds - (now - self.started) - reserve
-        total = step + max(int(left / per_step + 1e-6), 0)  # 1e-6: 82.99999 steps are 83
         if not first:
             current = self.plan.total_steps
             if current <= step:
                 return
-            late = (current - total) * per_step  # > 0: the plan would end past the budget
+            fits = step + max(int(left / per_step + 1e-6), 0)  # 1e-6: 82.99999 steps are 83
+            late = (current - fits) * per_step  # > 0: the plan would end past the budget
             if -self.tolerance * self.budget_seconds <= late <= MIN_LATE_SECONDS:
                 return
-        total = max(total, step + 1)
+        # Aim inside the band, not at its edge: noise of a few percent in the measured step
+        # time then moves the end within the band instead of past the budget (hysteresis).
+        aim = left - HYSTERESIS * self.tolerance * self.budget_seconds
+        total = max(step + max(int(aim / per_step + 1e-6), 0), step + 1)
         from_step = step + 1
         self.schedule.set_total_steps(total, from_step=from_step)
         anchor = self.schedule.plan_anchor()
@@ -274,6 +283,11 @@ class BudgetPlanner(keras.callbacks.Callback):
 TEST_SECONDS_PER_SENTENCE_PER_STEP = 0.104  # beam 4: 0.0167 s a sentence at 0.16 s a step
 EXPORT_FIRST_STEPS = 3.6  # the export's traces and writes, in first updates (trace included)
 FIXED_SECONDS = 10.0  # averaging, summary, the last validation pass; a margin
+# Scoring the averaged weights on the dev subset (`--deliver auto`), from the same run's dev
+# evaluations: greedy 200 sentences in 1.4-1.7 s at 0.15 s a step (0.05 a sentence a step),
+# the first with its trace 5.9 s; loading the model and a new trace, about one first update.
+DEV_SECONDS_PER_SENTENCE_PER_STEP = 0.05
+DEV_CHOICE_FIRST_STEPS = 1.0
 
 
 def end_of_run_seconds(
@@ -281,9 +295,15 @@ def end_of_run_seconds(
     first_step_seconds: float,
     test_sentences: int = 0,
     export: bool = False,
+    dev_sentences: int = 0,
 ) -> float:
-    """The predicted seconds of a run's end (averaging the checkpoints, beam search over
-    `test_sentences`, the SavedModel export) on a machine where an update takes
-    `seconds_per_step` and the first update (its trace included) `first_step_seconds`."""
+    """The predicted seconds of a run's end (averaging the checkpoints, greedy decoding of
+    `dev_sentences` to choose the delivered weights, beam search over `test_sentences`, the
+    SavedModel export) on a machine where an update takes `seconds_per_step` and the first
+    update (its trace included) `first_step_seconds`."""
     test = TEST_SECONDS_PER_SENTENCE_PER_STEP * test_sentences * seconds_per_step
-    return FIXED_SECONDS + test + (EXPORT_FIRST_STEPS * first_step_seconds if export else 0.0)
+    dev = 0.0
+    if dev_sentences:
+        dev = DEV_SECONDS_PER_SENTENCE_PER_STEP * dev_sentences * seconds_per_step
+        dev += DEV_CHOICE_FIRST_STEPS * first_step_seconds
+    return FIXED_SECONDS + test + dev + (EXPORT_FIRST_STEPS * first_step_seconds if export else 0.0)
