@@ -99,7 +99,27 @@ def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = 
         )
         result["best"] = {"step": record["step"], "dev": round(dev_bleu["bleu"], 2),
                           "test": round(test_scores["bleu"], 2)}  # fmt: skip
+        result["auto"] = replay_auto(model_dir, run, record, test)
     return result
+
+
+def replay_auto(model_dir: str, run, record: dict, test) -> dict:
+    """What `--deliver auto` chooses for this run (`Runner.final_weights`: the averaged final
+    weights against the best record on the dev subset, greedy) and the test BLEU of the
+    averaged weights and of the choice."""
+    from keras_transformer import artifacts
+    from keras_transformer.config import TrainingConfig
+    from keras_transformer.decoding.evaluation import evaluate_bleu
+    from keras_transformer.runner import Runner
+
+    auto = TrainingConfig.from_flat(**{**run.to_flat(), "keep_best": False, "deliver": "auto"})
+    chosen, choice = Runner(auto, export_dir="none").final_weights()
+    model, _, tokenizer = artifacts.load_trained(model_dir)  # final.weights.h5: averaged
+    averaged = evaluate_bleu(model, tokenizer, test, run.eval_search(), progress=False)
+    model.load_weights(chosen)
+    delivered = evaluate_bleu(model, tokenizer, test, run.eval_search(), progress=False)
+    return {**choice, "averaged_test": round(averaged["bleu"], 2),
+            "test": round(delivered["bleu"], 2)}  # fmt: skip
 
 
 def run_row(name: str, flags: str, steps: int, runs_dir: str) -> dict:

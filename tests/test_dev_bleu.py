@@ -137,7 +137,7 @@ def _delivering_run(trained, tmp_path, best_bleu: float):
     def runner(**flags):
         return Runner(TrainingConfig.from_flat(
             dataset=f"tsv:{tmp_path / 'c.train.tsv'}", model_dir=str(run_dir), model="tiny",
-            eval_dev_pairs=len(PAIRS), **flags,
+            **{"eval_dev_pairs": len(PAIRS), **flags},
         ))  # fmt: skip
 
     return runner, run_dir
@@ -146,27 +146,46 @@ def _delivering_run(trained, tmp_path, best_bleu: float):
 WEIGHT_FILES = {"best": dev_bleu.BEST_WEIGHTS, "averaged": artifacts.FINAL_WEIGHTS}
 
 
-def test_auto_delivers_the_weights_that_score_higher_on_dev(trained, tmp_path, monkeypatch):
+def test_auto_compares_both_weights_on_held_out_dev_pairs(trained, tmp_path):
     runner, run_dir = _delivering_run(trained, tmp_path, best_bleu=100.0)
-    weights, choice = runner().final_weights()
-    assert weights == str(run_dir / WEIGHT_FILES["best"]) and choice["delivered"] == "best"
-    assert (choice["best_dev_bleu"], choice["best_step"]) == (100.0, 5)
-    # The averaged weights' dev BLEU against an independent greedy decode of the same pairs.
+    weights, choice = runner(eval_dev_pairs=6).final_weights()
+    assert (choice["pairs"], choice["held_out"], choice["best_step"]) == (6, True, 5)
+    # The averaged weights' figure against an independent greedy decode of the held-out pairs.
     _, model, tokenizer = trained
+    held = PAIRS[6:]
     hypotheses, _ = Translator(model, tokenizer, SearchOptions(beam_size=1)).translate(
-        [source for source, _ in PAIRS]
+        [source for source, _ in held]
     )
-    expected = BLEU().corpus_score(hypotheses, [[target for _, target in PAIRS]]).score
+    expected = BLEU().corpus_score(hypotheses, [[target for _, target in held]]).score
     assert choice["averaged_dev_bleu"] == pytest.approx(expected, abs=0.006)
-    # The best weights must beat the averaged ones: a tie or less delivers the averaged.
-    monkeypatch.setattr(dev_bleu, "score_dev", lambda *args, **kwargs: {"bleu": 100.0})
-    weights, choice = runner().final_weights()
+    # The other (random) weights do not beat the fixture's: the averaged ones are delivered,
+    # whatever the curve's record said (100).
+    assert choice["best_dev_bleu"] <= choice["averaged_dev_bleu"]
     assert weights == str(run_dir / WEIGHT_FILES["averaged"]) and choice["delivered"] == "averaged"
+
+
+@pytest.mark.parametrize(
+    "averaged, best, p_value, delivered",
+    [(20.0, 25.0, 0.01, "best"), (20.0, 25.0, 0.2, "averaged"), (25.0, 20.0, 0.01, "averaged"),
+     (20.0, 20.0, 0.0, "averaged")],
+)  # fmt: skip
+def test_auto_delivers_the_best_only_when_significantly_better(
+    trained, tmp_path, monkeypatch, averaged, best, p_value, delivered
+):
+    from keras_transformer.decoding import evaluation
+
+    runner, run_dir = _delivering_run(trained, tmp_path, best_bleu=best)
+    monkeypatch.setattr(dev_bleu, "translate_with", lambda *a, **k: [["a"], ["b"]])
+    figures = {"baseline_bleu": averaged, "system_bleu": best, "p_value": p_value}
+    monkeypatch.setattr(evaluation, "paired_bleu", lambda *args: figures)
+    weights, choice = runner().final_weights()  # dev has PAIRS only: the curve's own pairs
+    assert (choice["held_out"], choice["pairs"]) == (False, len(PAIRS))
+    assert weights == str(run_dir / WEIGHT_FILES[delivered]) and choice["delivered"] == delivered
 
 
 def test_fixed_deliveries_score_nothing(trained, tmp_path, monkeypatch):
     runner, run_dir = _delivering_run(trained, tmp_path, best_bleu=100.0)
-    monkeypatch.setattr(dev_bleu, "score_dev", None)  # called: a TypeError
+    monkeypatch.setattr(dev_bleu, "translate_with", None)  # called: a TypeError
     cases = [({"deliver": "averaged"}, "averaged"), ({"deliver": "best"}, "best"),
              ({"keep_best": True}, "best"), ({"eval_every_steps": 0}, "averaged")]  # fmt: skip
     for flags, delivered in cases:

@@ -50,7 +50,7 @@ class DevBleu(keras.callbacks.Callback):
         decode: "greedy" (beam 1, the cheap default) or "beam" (`search`, the paper's).
         search: beam settings for `decode="beam"` (default: `SearchOptions()`).
         keep_best: save `best.weights.h5` whenever dev BLEU improves (for a run that delivers
-            them, or compares them with the averaged weights at its end: `score_dev`).
+            them, or compares them with the averaged weights at its end: `translate_with`).
         early_stopping: stop after this many evaluations without improvement (0: never).
 
     `batch_size` (64): sentences per decoding batch; an attribute, set it after construction.
@@ -174,13 +174,22 @@ def dev_search(decode: str, search: SearchOptions | None = None) -> SearchOption
     return search.replace(beam_size=1) if decode == "greedy" else search
 
 
-def score_dev(model, tokenizer, pairs: Sequence[tuple[str, str]], search: SearchOptions,
-              batch_size: int = DevBleu.batch_size) -> dict:  # fmt: skip
-    """BLEU and chrF of `model` on the dev `pairs`, decoded as `DevBleu` decodes them (`search`
-    from `dev_search`): the same figure as the curve's, for weights loaded after training."""
+def translate_with(
+    model,
+    tokenizer,
+    sources: Sequence[str],
+    search: SearchOptions,
+    weights: Sequence[str],
+    batch_size: int = DevBleu.batch_size,
+) -> list[list[str]]:
+    """The translations of `sources` by each of `weights` loaded in turn into `model`, decoded
+    as `DevBleu` decodes (`search` from `dev_search`; one `Translator`, traced once)."""
     translator = Translator(model, tokenizer, search, documents=DocumentOptions.sentences())
-    hypotheses, _ = translator.translate([source for source, _ in pairs], batch_size=batch_size)
-    return score_translations(hypotheses, [reference for _, reference in pairs])
+    outputs = []
+    for path in weights:
+        model.load_weights(path)
+        outputs.append(translator.translate(list(sources), batch_size=batch_size)[0])
+    return outputs
 
 
 def load_history(model_dir: str) -> list[dict]:
