@@ -55,6 +55,7 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
     },
     "learning": {
         "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),
+        "curves": Kind("compare_curves", "dev BLEU against steps and minutes of several runs"),
     },
     "recipe": {
         "study": Kind("recipe_study", "named train_wmt.py variants, one after another"),

@@ -213,21 +213,30 @@ def best_record(history: Sequence[dict]) -> dict | None:
 def plot_learning_curve(history: Sequence[dict], path: str, title: str | None = None) -> str:
     """Dev BLEU against steps (left) and against minutes since the run started (right), as a
     PNG at `path`; the best point is marked. Returns `path`."""
+    return plot_learning_curves({"": history}, path, title)
+
+
+def plot_learning_curves(
+    histories: dict[str, Sequence[dict]], path: str, title: str | None = None
+) -> str:
+    """`plot_learning_curve` of several runs on the same axes, one line per `{label:
+    history}` (a legend when labelled); each run's best point is marked. Returns `path`."""
     from matplotlib.figure import Figure
 
-    steps = [r["step"] for r in history]
-    minutes = [r["minutes"] for r in history]
-    bleu = [r["bleu"] for r in history]
-    best = best_record(history)
     figure = Figure(figsize=(9, 3.4), layout="constrained")
-    for axes, xs, label in zip(figure.subplots(1, 2), (steps, minutes), ("step", "minutes")):
-        axes.plot(xs, bleu, marker="o")
-        if best is not None:
-            x = best["step"] if label == "step" else best["minutes"]
-            axes.plot([x], [best["bleu"]], marker="*", markersize=14, color="tab:red")
+    for axes, key, label in zip(figure.subplots(1, 2), ("step", "minutes"), ("step", "minutes")):
+        for name, history in histories.items():
+            bleu = [r["bleu"] for r in history]
+            (line,) = axes.plot([r[key] for r in history], bleu, marker="o", label=name or None)
+            best = best_record(history)
+            if best is not None:
+                color = "tab:red" if len(histories) == 1 else line.get_color()
+                axes.plot([best[key]], [best["bleu"]], marker="*", markersize=14, color=color)
         axes.set_xlabel(f"training {label}")
         axes.set_ylabel("dev BLEU")
         axes.grid(alpha=0.3)
+        if any(histories):
+            axes.legend(loc="lower right")
     figure.suptitle(title or "Dev BLEU while training (star: best)")
     figure.savefig(path, dpi=100)
     return path
