@@ -34,7 +34,7 @@ from keras_transformer.data.pipeline import make_batches
 from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from keras_transformer.model import build_transformer
 from keras_transformer.training import callbacks as cb
-from keras_transformer.training import checkpoints, preflight, warm_start
+from keras_transformer.training import checkpoints, preflight, regularization, warm_start
 from keras_transformer.training.budget import (
     BudgetPlanner,
     Plan,
@@ -300,6 +300,7 @@ def train(
     `reserve(seconds_per_step, first_step_seconds)` seconds for the caller's work after
     training (`training.budget`)."""
     cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
+    cfg = regularization.resolve(cfg)  # the quick preset's dropout by corpus size
     strategy, chief = _start(cfg)
     model, tokenizer, start_step = _prepare(cfg, strategy, chief)
     replicas = strategy.num_replicas_in_sync
