@@ -223,7 +223,8 @@ def plot_learning_curves(
     history}` (a legend when labelled); each run's best point is marked. Returns `path`."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(9, 3.4), layout="constrained")
+    height = 3.4 + 0.3 * len(histories) * any(histories)
+    figure = Figure(figsize=(9, height), layout="constrained")
     for axes, key, label in zip(figure.subplots(1, 2), ("step", "minutes"), ("step", "minutes")):
         for name, history in histories.items():
             bleu = [r["bleu"] for r in history]
@@ -235,8 +236,8 @@ def plot_learning_curves(
         axes.set_xlabel(f"training {label}")
         axes.set_ylabel("dev BLEU")
         axes.grid(alpha=0.3)
-        if any(histories):
-            axes.legend(loc="lower right")
+    if any(histories):  # one legend for both panels, under them: labels may be long
+        figure.legend(*axes.get_legend_handles_labels(), loc="outside lower center")
     figure.suptitle(title or "Dev BLEU while training (star: best)")
     figure.savefig(path, dpi=100)
     return path
