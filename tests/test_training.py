@@ -494,7 +494,7 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
         "--train-steps", "4", "--steps-per-epoch", "2", "--checkpoint-every-steps", "2",
         "--batch-tokens", "128", "--max-length", "24", "--warmup-steps", "2",
         "--average-last", "2", "--eval-limit", "4", "--export-dir", "none",
-        "--eval-every-steps", "2", "--eval-dev-pairs", "3", "--keep-best", *flags,
+        "--eval-every-steps", "2", "--eval-dev-pairs", "3", "--deliver", "best", *flags,
     )  # fmt: skip
     result = _run(command)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -514,7 +514,7 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     expected = len(list(read_pairs(f"tsv:{tsv}", "test", limit=4)))
     assert expected >= 1 and summary["test"]["num_sentences"] == expected
     # Dev BLEU at steps 2 and 4 (under each strategy and policy); the first is always a best,
-    # so --keep-best delivers best.weights.h5, which the test score used.
+    # so --deliver best delivers best.weights.h5, which the test score used.
     assert [record["step"] for record in summary["dev_bleu"]] == [2, 4]
     assert summary["weights"] == str(model_dir / "best.weights.h5")
     assert (model_dir / "best.weights.h5").exists()
