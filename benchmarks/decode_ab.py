@@ -18,6 +18,9 @@ Designs (what `translator` decoded with before and after issue 40):
               part of the cache every R steps (default `incremental.RECENT_POSITIONS`);
               `slots:transpose` groups rows by source with transposes instead of gathers
               (`multi_head_attention.swap_blocks`).
+    +P        (a suffix, e.g. `slots+P`) the decoder's kernels copied once per search into
+              buffers with rows 16 floats wider (`layers.padded_dense`); without it,
+              Keras' kernels. The commands decide by CPU (`onednn.padded_kernels_faster`).
 
 Reports output tokens/s (sources x forced steps / s), the speed relative to the first design
 (the median over rounds of each round's ratio, robust to load that drifts between rounds), the
@@ -57,14 +60,16 @@ def parse_args(argv, prog: str | None = None):
 
 
 def _design(name: str):
-    """`(cache kind, pretransposed output kernel, recent positions or None, swap by gather)`
-    of a name."""
+    """`(cache kind, pretransposed output kernel, recent positions or None, swap by gather,
+    padded decoder kernels)` of a name."""
+    kernels = name.endswith("+P")
+    name = name.removesuffix("+P")
     name, _, swap = name.partition(":")
     name, _, recent = name.partition("@")
     if name not in ("rows", "rows+T", "slots"):
         raise ValueError(f"Unknown design {name!r}: expected rows, rows+T or slots[@R]")
     cache = "rows" if name.startswith("rows") else "slots"
-    return cache, name != "rows", int(recent) if recent else None, swap != "transpose"
+    return cache, name != "rows", int(recent) if recent else None, swap != "transpose", kernels
 
 
 def _trace(design: str, model, steps: int, beam: int, source):
@@ -73,8 +78,9 @@ def _trace(design: str, model, steps: int, beam: int, source):
     from keras_transformer.decoding import incremental
     from keras_transformer.layers import multi_head_attention
 
-    cache, pretransposed, recent, by_gather = _design(design)
+    cache, pretransposed, recent, by_gather, kernels = _design(design)
     incremental.PRETRANSPOSE_OUTPUT = pretransposed  # read while tracing
+    incremental.PAD_KERNELS = kernels
     incremental.RECENT_POSITIONS = recent or incremental.DEFAULT_RECENT_POSITIONS
     multi_head_attention.SWAP_BY_GATHER = by_gather
     try:
@@ -82,6 +88,7 @@ def _trace(design: str, model, steps: int, beam: int, source):
         return search, [t.numpy() for t in search(source)]
     finally:
         incremental.PRETRANSPOSE_OUTPUT = True
+        incremental.PAD_KERNELS = None
         incremental.RECENT_POSITIONS = incremental.DEFAULT_RECENT_POSITIONS
         multi_head_attention.SWAP_BY_GATHER = True
 

@@ -69,7 +69,9 @@ def forced_search(model, config, beam_size, steps, cache="slots", scores=False):
         if cache == "slots":
             step = per_item_decoder(model, memory, mask, beam_size)
         else:
-            step = StepFunction(*incremental_decoder_with_shared(model, memory, mask))
+            step = StepFunction(
+                *incremental_decoder_with_shared(model, memory, mask, rows_per_item=beam_size)
+            )
 
         def forced(ids, t, state, shared):
             logits, state = step.fn(ids, t, state, shared)

@@ -46,3 +46,37 @@ def onednn_enabled() -> bool | None:
     except ImportError:
         return None
     return bool(_pywrap_util_port.IsMklEnabled())
+
+
+# oneDNN's names of instruction sets below AVX-512 (ONEDNN_MAX_CPU_ISA; DNNL_ the old prefix)
+_BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def padded_kernels_faster() -> bool:
+    """Whether a decoding step's products run faster on kernels padded to rows 16 floats
+    wider (`layers.padded_dense`): with oneDNN on an x86-64 CPU whose products stop at AVX2
+    (no AVX-512, or oneDNN capped below it by `ONEDNN_MAX_CPU_ISA`). Measured on a 2-core
+    AMD EPYC (benchmarks/results/2026-11-26-kernel-layout.md), 4-128 rows against the base
+    model's kernels: 1.05-1.6x faster under oneDNN's AVX2 kernels, 0.9-1.15x under its
+    AVX-512 ones and Eigen's. Never with a GPU. Imports TensorFlow."""
+    if platform.machine().lower() not in X86_64 or not onednn_enabled():
+        return False
+    import tensorflow as tf
+
+    if tf.config.list_logical_devices("GPU"):  # the products run there
+        return False
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
+    if cap in _BELOW_AVX512:
+        return True
+    return "avx512f" not in _cpu_flags()

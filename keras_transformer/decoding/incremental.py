@@ -38,7 +38,7 @@ from keras_transformer.model import Transformer
 
 
 def incremental_decoder_with_shared(
-    model: Transformer, memory, memory_mask, max_decode_length=None
+    model: Transformer, memory, memory_mask, max_decode_length=None, rows_per_item: int = 1
 ) -> tuple[SymbolsToLogitsFn, list, dict]:
     """The four-argument `symbols_to_logits_fn(ids, step, cache, shared)` of `loop.decode`
     (beam search or sampling) for `model`, its cache and its per-item shared state.
@@ -50,6 +50,9 @@ def incremental_decoder_with_shared(
         max_decode_length: None for a growing self-attention cache; an int (or scalar tensor,
             static under XLA) for fixed `(batch, h, max_decode_length, d_k)` buffers written at
             position `step` (`padded_decode=True`).
+        rows_per_item: rows the search will give each source (its beam; 1 for sampling):
+            with `PAD_MIN_ROWS` rows or more the step's kernels are padded (`_layer_kernels`;
+            never with `max_decode_length`).
 
     Returns:
         `(symbols_to_logits_fn, initial_cache, shared)`. The cache is the per-layer list of
@@ -62,12 +65,19 @@ def incremental_decoder_with_shared(
     output_kernel = _output_kernel(model)
     shared = {"cross": [layer["cross"] for layer in cache], "mask": memory_mask}
     padded = max_decode_length is not None
+    if padded:  # XLA's static shapes: no `tf.cond` between kernels of two widths
+        kernels = [None] * len(model.decoder.layers)
+    else:
+        kernels = _layer_kernels(model, tf.shape(memory)[0] * rows_per_item)
 
     def symbols_to_logits_fn(ids, step, self_cache, shared):
         # newest token -> (rows, 1); a gather, not ids[:, step:step + 1], whose dynamic
         # bounds XLA cannot size statically
         tokens = tf.gather(ids, tf.reshape(step, [1]), axis=1)
-        layer_caches = [{"self": s, "cross": c} for s, c in zip(self_cache, shared["cross"])]
+        layer_caches = [
+            {"self": s, "cross": c, "kernels": k}
+            for s, c, k in zip(self_cache, shared["cross"], kernels)
+        ]
         logits, new_cache = model.decode(
             tokens,
             shared["mask"],
@@ -103,7 +113,7 @@ def incremental_decoder(
         (so the search cannot drop finished items' rows of them: it does not shrink).
     """
     fn, cache, shared = incremental_decoder_with_shared(
-        model, memory, memory_mask, max_decode_length
+        model, memory, memory_mask, max_decode_length, beam_size
     )
     tiled = tf.nest.map_structure(lambda t: tile_beams(t, beam_size), shared)  # (b * beam, ...)
 
@@ -114,12 +124,43 @@ def incremental_decoder(
 
 
 PRETRANSPOSE_OUTPUT = True  # A/B switch of `benchmarks/run.py decode ab` ("rows" vs "rows+T")
+# None: `onednn.padded_kernels_faster()`; True/False fix it (`decode ab`'s "+P" designs)
+PAD_KERNELS: bool | None = None
+# A search pads only with at least this many rows (items x beam) at its start: the copy
+# (~10 ms for base on 2 cores) costs more than it saves below. `decode ab`, capped to AVX2:
+# 4 rows 0.93-0.97x, 32 rows 0.97-1.02x, 64 rows 1.05-1.06x, 128 rows 1.10x.
+PAD_MIN_ROWS = 64
 
 
 def _output_kernel(model: Transformer):
     """The pre-softmax projection `(d_model, vocab)`, transposed once per search (outside the
     loop), or None (transposed at every step) when `PRETRANSPOSE_OUTPUT` is off."""
     return model.token_embedding.output_kernel() if PRETRANSPOSE_OUTPUT else None
+
+
+def pad_kernels() -> bool:
+    """Whether this process's searches multiply by the decoder's kernels padded
+    (`layers.padded_dense`)."""
+    if PAD_KERNELS is not None:
+        return PAD_KERNELS
+    from keras_transformer import onednn
+
+    return onednn.padded_kernels_faster()
+
+
+def _layer_kernels(model: Transformer, rows) -> list:
+    """Per decoder layer, its weights for the step (`DecoderLayer.kernels`): padded once per
+    search when `pad_kernels()` and the search has at least `PAD_MIN_ROWS` rows (int32
+    scalar `rows`, a `tf.cond`), else as they are (no copy); None per layer when
+    `pad_kernels()` is off."""
+    layers = model.decoder.layers
+    if not pad_kernels():
+        return [None] * len(layers)
+    return tf.cond(
+        rows >= PAD_MIN_ROWS,
+        lambda: [layer.kernels() for layer in layers],
+        lambda: [layer.kernels(pad=0) for layer in layers],
+    )
 
 
 class StepFunction(NamedTuple):
@@ -197,6 +238,7 @@ def per_item_decoder(model: Transformer, memory, memory_mask, beam_size: int) ->
         "layers": [empty_slot_cache(items, layer, beam_size) for layer in model.decoder.layers],
     }
     output_kernel = _output_kernel(model)
+    kernels = _layer_kernels(model, items * beam_size)
     own = tf.range(beam_size, dtype=tf.int32)[None, None, :]  # (1, 1, beam): row q in slot q
 
     def symbols_to_logits_fn(ids, step, cache, shared):
@@ -204,8 +246,8 @@ def per_item_decoder(model: Transformer, memory, memory_mask, beam_size: int) ->
         slots = tf.concat([cache["slots"], tf.tile(own, [items, 1, 1])], 1)  # (items, t+1, b)
         ancestors = slot_cache.ancestor_mask(slots, beam_size)  # the same for every layer
         layer_caches = [
-            {"self": {**kv, "ancestors": ancestors}, "cross": cross}
-            for kv, cross in zip(cache["layers"], shared["cross"])
+            {"self": {**kv, "ancestors": ancestors}, "cross": cross, "kernels": k}
+            for kv, cross, k in zip(cache["layers"], shared["cross"], kernels)
         ]
         logits, new_cache = model.decode(
             ids[:, -1:], shared["mask"], layer_caches, output_kernel=output_kernel

@@ -96,7 +96,9 @@ def decode_sources(
     loop = LoopOptions(config.eos_id, config.pad_id, padded=options.padded_decode)
     bos_ids = tf.fill(tf.shape(source)[:1], config.bos_id)  # (batch,)
     if options.padded_decode:  # fixed-size buffers, reordered by gather (XLA's layout)
-        fn, cache, shared = incremental_decoder_with_shared(model, memory, memory_mask, max_len)
+        fn, cache, shared = incremental_decoder_with_shared(
+            model, memory, memory_mask, max_len, strategy.rows_per_item
+        )
         step = StepFunction(fn, cache, shared)
     else:  # a per-source cache that is never copied to reorder it
         step = per_item_decoder(model, memory, memory_mask, strategy.rows_per_item)

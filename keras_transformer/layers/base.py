@@ -78,9 +78,9 @@ class SublayerBlock(keras.layers.Layer):
         out = sublayer(norm(x))
         return x + self.residual_dropout(out[0], training=training), out[1:]
 
-    def _feed_forward_block(self, x, training):
+    def _feed_forward_block(self, x, training, kernels=None):
         """The last sub-layer of every encoder and decoder layer: `(batch, len, d_model)`."""
-        feed_forward = lambda h: (self.feed_forward(h, training=training),)  # noqa: E731
+        feed_forward = lambda h: (self.feed_forward(h, training=training, kernels=kernels),)  # noqa: E731
         return self._residual(x, feed_forward, self.feed_forward_norm, training)[0]
 
     def get_config(self):

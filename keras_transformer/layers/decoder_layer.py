@@ -6,6 +6,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_transformer.layers import padded_dense
 from keras_transformer.layers.base import SublayerBlock
 
 
@@ -23,7 +24,8 @@ class DecoderLayer(SublayerBlock):
             padding; built by `Decoder`).
         memory_mask: boolean `(batch, src_len)`, True for real source tokens.
         cache: optional `{"self": {"key", "value"}, "cross": {"key", "value"}}` of
-            `(batch, num_heads, len, d_k)` tensors, see `MultiHeadAttention`.
+            `(batch, num_heads, len, d_k)` tensors, see `MultiHeadAttention`; with
+            "kernels", `kernels()`: the sub-layers' weights padded once per search.
         cache_update_index: write position for a fixed-size self-attention cache.
         training: whether dropout is active.
         return_attention_scores: also return the cross-attention weights
@@ -64,12 +66,13 @@ class DecoderLayer(SublayerBlock):
         if memory_mask is not None:
             cross_mask = ops.expand_dims(ops.cast(memory_mask, "bool"), 1)  # (b, 1, src_len)
         new_cache = {}
+        kernels = (cache or {}).get("kernels") or {}
 
         def self_attend(x):
             out = self.self_attention(
                 x, x, attention_mask=self_attention_mask, training=training,
                 cache=None if cache is None else cache["self"],
-                cache_update_index=cache_update_index,
+                cache_update_index=cache_update_index, kernels=kernels.get("self_attention"),
             )  # fmt: skip
             if cache is None:
                 return (out,)
@@ -81,6 +84,7 @@ class DecoderLayer(SublayerBlock):
             out = self.cross_attention(
                 x, None if cross_cache is not None else memory, attention_mask=cross_mask,
                 cache=cross_cache, training=training, return_attention_scores=True,
+                kernels=kernels.get("cross_attention"),
             )  # fmt: skip
             if cross_cache is not None:
                 new_cache["cross"] = out[2]
@@ -88,13 +92,24 @@ class DecoderLayer(SublayerBlock):
 
         x, _ = self._residual(inputs, self_attend, self.attention_norm, training)
         x, (weights,) = self._residual(x, cross_attend, self.cross_attention_norm, training)
-        x = self._feed_forward_block(x, training)
+        x = self._feed_forward_block(x, training, kernels.get("feed_forward"))
         results = [x]
         if return_attention_scores:
             results.append(weights)
         if cache is not None:
             results.append(new_cache)
         return results[0] if len(results) == 1 else tuple(results)
+
+    def kernels(self, pad: int = padded_dense.PAD) -> dict:
+        """The weights a decoding step multiplies by, padded (`layers.padded_dense`), for the
+        cache's "kernels": `{"self_attention": {"query", "key", "value",
+        "output"}, "cross_attention": {"query", "output"}, "feed_forward": {"inner", "outer"}}`
+        (the encoder-decoder keys/values are projected once, in `init_cache`)."""
+        return {
+            "self_attention": self.self_attention.kernels(pad=pad),
+            "cross_attention": self.cross_attention.kernels(("query", "output"), pad),
+            "feed_forward": self.feed_forward.kernels(pad),
+        }
 
     def init_cache(self, memory, batch_size=None, max_length=None):
         """Cache for step-by-step decoding: encoder-decoder keys/values projected once.

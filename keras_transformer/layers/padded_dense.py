@@ -1,0 +1,62 @@
+"""A `keras.layers.Dense` applied with its kernel copied into a wider, zero-padded buffer.
+
+Keras keeps a Dense kernel `(in, units)` with rows `units` floats apart. For the small
+products of a decoding step (one token per hypothesis: 4-128 rows against the base model's
+`(512, 2048)` kernel), oneDNN's AVX2 kernels run 1.05-1.6x faster when the rows are
+`units + PAD` floats apart: with `units` a multiple of 512 floats (2 KiB), the rows of a
+kernel fall on the same cache sets. On AVX-512 and under Eigen the padding changes little
+(0.9-1.15x): benchmarks/results/2026-11-26-kernel-layout.md. A decoding loop therefore pads
+the decoder's kernels once per search, outside the loop, when `onednn.padded_kernels_faster()`
+says so, and each step calls `apply(layer, x, padded)`.
+
+    padded = padded_kernel(layer)              # {"kernel": (in, units + PAD), "bias": ...}
+    y = apply(layer, x, padded)                # == layer(x), x: (..., in) -> (..., units)
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+PAD = 16  # floats added to each kernel row: one 64-byte cache line
+
+
+def padded_kernel(layer: keras.layers.Dense, pad: int = PAD) -> dict:
+    """`{"kernel": (in, units + pad), "bias": (units + pad,) or absent}`: the layer's weights
+    in its compute dtype (so the step casts nothing), zero in the extra columns. `pad=0`
+    copies nothing (the same structure, for a `tf.cond` that pads only large batches)."""
+    padded = {"kernel": ops.cast(layer.kernel, layer.compute_dtype)}  # (in, units)
+    if layer.bias is not None:
+        padded["bias"] = ops.cast(layer.bias, layer.compute_dtype)  # (units,)
+    if pad:
+        padded["kernel"] = ops.pad(padded["kernel"], [[0, 0], [0, pad]])  # -> (in, units + pad)
+        if "bias" in padded:
+            padded["bias"] = ops.pad(padded["bias"], [[0, pad]])
+    return padded
+
+
+def apply(layer: keras.layers.Dense, inputs, padded: dict | None = None):
+    """`layer(inputs)`, computed with `padded` (from `padded_kernel(layer)`) when given.
+
+    Args:
+        layer: a built `Dense` (its activation is applied; its weights are not read).
+        inputs: `(..., in)` in the layer's compute dtype.
+        padded: None (call the layer) or `padded_kernel(layer)`.
+
+    Returns:
+        `(..., units)`.
+    """
+    if padded is None:
+        return layer(inputs)
+    import tensorflow as tf  # decoding loops are TensorFlow's (keras_transformer.decoding)
+
+    kernel = padded["kernel"]
+    leading = tf.shape(inputs)[:-1]
+    flat = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # -> (rows, in)
+    outputs = tf.matmul(flat, kernel)  # -> (rows, units + pad)
+    if "bias" in padded:
+        outputs = tf.nn.bias_add(outputs, padded["bias"])
+    if layer.activation is not None:
+        outputs = layer.activation(outputs)
+    outputs = outputs[:, : layer.units]  # -> (rows, units); no copy when pad is 0
+    return tf.reshape(outputs, tf.concat([leading, [layer.units]], 0))  # -> (..., units)
