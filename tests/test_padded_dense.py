@@ -15,9 +15,15 @@ from keras_transformer.layers import padded_dense
 VOCAB, ITEMS, SRC_LEN = 40, 3, 6
 
 
+@pytest.fixture
+def any_width(monkeypatch):
+    """Pad layers of any width (`padded_dense.MIN_UNITS`), so that small ones pad."""
+    monkeypatch.setattr(padded_dense, "MIN_UNITS", 1)
+
+
 @pytest.mark.parametrize(("use_bias", "activation"), [(True, "relu"), (False, None)])
 @pytest.mark.parametrize("pad", [padded_dense.PAD, 0])
-def test_apply_equals_numpy_dense(use_bias, activation, pad):
+def test_apply_equals_numpy_dense(any_width, use_bias, activation, pad):
     layer = keras.layers.Dense(6, use_bias=use_bias, activation=activation)
     x = np.random.default_rng(0).normal(size=(2, 3, 5)).astype("float32")
     layer.build(x.shape)
@@ -34,7 +40,7 @@ def test_apply_equals_numpy_dense(use_bias, activation, pad):
     np.testing.assert_allclose(np.asarray(padded_dense.apply(layer, x)), want, atol=1e-5)
 
 
-def test_padding_is_zero_and_the_rest_the_weights():
+def test_padding_is_zero_and_the_rest_the_weights(any_width):
     layer = keras.layers.Dense(4)
     layer.build((None, 3))
     layer.bias.assign(np.arange(1, 5, dtype="float32"))
@@ -45,6 +51,14 @@ def test_padding_is_zero_and_the_rest_the_weights():
     np.testing.assert_array_equal(bias, [1, 2, 3, 4, 0, 0])
 
 
+@pytest.mark.parametrize(("units", "padded"), [(256, False), (512, True)])
+def test_only_layers_of_min_units_or_more_pad(units, padded):
+    layer = keras.layers.Dense(units)
+    layer.build((None, 8))
+    width = padded_dense.padded_kernel(layer)["kernel"].shape[-1]
+    assert width == units + (padded_dense.PAD if padded else 0)
+
+
 @pytest.fixture(scope="module")
 def model():
     keras.utils.set_random_seed(5)
@@ -52,9 +66,9 @@ def model():
 
 
 @pytest.fixture
-def layout(monkeypatch):
+def layout(monkeypatch, any_width):
     """Fix `incremental.PAD_KERNELS` (read while a search is traced) and pad from 1 row on,
-    so that these small searches pad."""
+    so that these small searches and layers pad."""
     monkeypatch.setattr(incremental, "PAD_MIN_ROWS", 1)
     yield lambda padded: setattr(incremental, "PAD_KERNELS", padded)
     incremental.PAD_KERNELS = None

@@ -19,16 +19,20 @@ import keras
 from keras import ops
 
 PAD = 16  # floats added to each kernel row: one 64-byte cache line
+# Narrower kernels stay as they are: with `units` of 128 or 256 the padding cost 0-18 %
+# (cold caches, 4-128 rows, capped to AVX2); from 512 on it saved 5-40 %.
+MIN_UNITS = 512
 
 
 def padded_kernel(layer: keras.layers.Dense, pad: int = PAD) -> dict:
     """`{"kernel": (in, units + pad), "bias": (units + pad,) or absent}`: the layer's weights
-    in its compute dtype (so the step casts nothing), zero in the extra columns. `pad=0`
-    copies nothing (the same structure, for a `tf.cond` that pads only large batches)."""
+    in its compute dtype (so the step casts nothing), zero in the extra columns. `pad=0`, or
+    a layer narrower than `MIN_UNITS`, copies nothing (the same structure, for a `tf.cond`
+    that pads only large batches)."""
     padded = {"kernel": ops.cast(layer.kernel, layer.compute_dtype)}  # (in, units)
     if layer.bias is not None:
         padded["bias"] = ops.cast(layer.bias, layer.compute_dtype)  # (units,)
-    if pad:
+    if pad and layer.units >= MIN_UNITS:
         padded["kernel"] = ops.pad(padded["kernel"], [[0, 0], [0, pad]])  # -> (in, units + pad)
         if "bias" in padded:
             padded["bias"] = ops.pad(padded["bias"], [[0, pad]])
