@@ -185,3 +185,16 @@ def test_keras_kernels_without_onednn_or_off_x86(cpu, monkeypatch):
     monkeypatch.setattr(onednn, "onednn_enabled", lambda: True)
     monkeypatch.setattr(onednn.platform, "machine", lambda: "aarch64")
     assert onednn.padded_kernels_faster() is False
+
+
+@pytest.mark.parametrize(("value", "want"), [("1", True), ("0", False)])
+def test_the_environment_overrides_the_cpu_rule(monkeypatch, value, want):
+    monkeypatch.setattr(onednn, "padded_kernels_faster", lambda: not want)
+    monkeypatch.setenv(incremental.PAD_KERNELS_ENV, value)
+    assert incremental.pad_kernels() is want
+
+
+def test_a_bad_environment_value_is_named(monkeypatch):
+    monkeypatch.setenv(incremental.PAD_KERNELS_ENV, "yes")
+    with pytest.raises(ValueError, match="KERAS_TRANSFORMER_PAD_KERNELS must be 0 or 1.*'yes'"):
+        incremental.pad_kernels()

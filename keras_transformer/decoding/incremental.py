@@ -27,6 +27,7 @@ three-argument protocol).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -138,11 +139,21 @@ def _output_kernel(model: Transformer):
     return model.token_embedding.output_kernel() if PRETRANSPOSE_OUTPUT else None
 
 
+PAD_KERNELS_ENV = "KERAS_TRANSFORMER_PAD_KERNELS"  # "1" or "0": overrides the CPU rule
+
+
 def pad_kernels() -> bool:
     """Whether this process's searches multiply by the decoder's kernels padded
-    (`layers.padded_dense`)."""
+    (`layers.padded_dense`): `PAD_KERNELS` if set, else `KERAS_TRANSFORMER_PAD_KERNELS=1|0`
+    if set (an export traced on one machine for servers of another kind), else
+    `onednn.padded_kernels_faster()`."""
     if PAD_KERNELS is not None:
         return PAD_KERNELS
+    value = os.environ.get(PAD_KERNELS_ENV)
+    if value is not None:
+        if value not in ("0", "1"):
+            raise ValueError(f"{PAD_KERNELS_ENV} must be 0 or 1. Received: {value!r}")
+        return value == "1"
     from keras_transformer import onednn
 
     return onednn.padded_kernels_faster()

@@ -52,15 +52,12 @@ def apply(layer: keras.layers.Dense, inputs, padded: dict | None = None):
     """
     if padded is None:
         return layer(inputs)
-    import tensorflow as tf  # decoding loops are TensorFlow's (keras_transformer.decoding)
-
-    kernel = padded["kernel"]
-    leading = tf.shape(inputs)[:-1]
-    flat = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # -> (rows, in)
-    outputs = tf.matmul(flat, kernel)  # -> (rows, units + pad)
+    leading = ops.shape(inputs)[:-1]
+    flat = ops.reshape(inputs, (-1, ops.shape(inputs)[-1]))  # -> (rows, in)
+    outputs = ops.matmul(flat, padded["kernel"])  # -> (rows, units + pad)
     if "bias" in padded:
-        outputs = tf.nn.bias_add(outputs, padded["bias"])
+        outputs = ops.add(outputs, padded["bias"])
     if layer.activation is not None:
         outputs = layer.activation(outputs)
     outputs = outputs[:, : layer.units]  # -> (rows, units); no copy when pad is 0
-    return tf.reshape(outputs, tf.concat([leading, [layer.units]], 0))  # -> (..., units)
+    return ops.reshape(outputs, (*leading, layer.units))  # -> (..., units)
