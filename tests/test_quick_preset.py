@@ -12,11 +12,11 @@ from keras_transformer.config import TrainingConfig
 def test_quick_preset_fields():
     config = TransformerConfig.quick(4000)
     assert config == TransformerConfig.preset("quick", 4000)
-    assert (config.num_layers, config.d_model, config.d_ff, config.num_heads) == (3, 128, 512, 4)
+    assert (config.num_layers, config.d_model, config.d_ff, config.num_heads) == (2, 128, 512, 4)
     assert (config.d_k, config.d_v) == (32, 32)
     assert config.norm_position == "pre" and config.dropout == 0.0
     assert config.share_embeddings and config.positional_encoding == "sinusoidal"
-    assert TransformerConfig.quick(4000, num_layers=2).num_layers == 2
+    assert TransformerConfig.quick(4000, num_layers=3).num_layers == 3
     assert TransformerConfig.quick(4000, norm_position="post").norm_position == "post"
 
 
@@ -24,11 +24,16 @@ def test_quick_preset_parameter_count():
     from keras_transformer import build_transformer
 
     config = TransformerConfig.quick(4000)
-    # Same weights as tiny (LayerNorm placement moves no weight) plus the final encoder and
-    # decoder LayerNorms of a pre-norm stack: 2 x (gamma + beta) x 128.
-    tiny = build_transformer(TransformerConfig.tiny(4000)).count_params()
+    # Same weights as a 2-layer tiny (LayerNorm placement moves no weight) plus the final
+    # encoder and decoder LayerNorms of a pre-norm stack: 2 x (gamma + beta) x 128.
+    tiny = build_transformer(TransformerConfig.tiny(4000, num_layers=2)).count_params()
     assert build_transformer(config).count_params() == tiny + 2 * 2 * 128
-    assert tiny == 1_900_544
+    # A layer pair: encoder (4 x (128 x 128 + 128) attention, 128 x 512 + 512 + 512 x 128 +
+    # 128 FFN, 2 LayerNorms) and decoder (two attentions, FFN, 3 LayerNorms).
+    attention = 4 * (128 * 128 + 128)
+    ffn = 128 * 512 + 512 + 512 * 128 + 128
+    encoder_layer, decoder_layer = attention + ffn + 2 * 256, 2 * attention + ffn + 3 * 256
+    assert tiny == 4000 * 128 + 2 * (encoder_layer + decoder_layer)
 
 
 def test_training_config_defaults_build_quick():
