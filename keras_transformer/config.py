@@ -125,8 +125,9 @@ class TransformerConfig:
         """The CPU quick-start model (`TrainingConfig`'s default): tiny's widths with 2 layers,
         pre-norm and no dropout. Pre-norm learns about twice as fast per step in a ten-minute
         run (benchmarks/results/recipe_study.md); 2 layers instead of 3 step 1.15x faster and,
-        in the same time, reached dev BLEU 24.59 against 23.68 (test 23.82 against 22.18:
-        benchmarks/results/budget_study.md). A training run gives it dropout on a small
+        in the same time with the planned run's decay, reached dev BLEU 24.60 against 23.68
+        (test 23.64 against 22.18: benchmarks/results/budget_study.md, rows l2_cooldown and
+        rsqrt_cooldown). A training run gives it dropout on a small
         corpus (`training.regularization`)."""
         values = dict(num_layers=2, d_model=128, d_ff=512, num_heads=4, dropout=0.0)
         values.update(norm_position="pre")
