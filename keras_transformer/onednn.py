@@ -68,7 +68,7 @@ def padded_kernels_faster() -> bool:
     wider (`layers.padded_dense`): with oneDNN on an x86-64 CPU whose products stop at AVX2
     (no AVX-512, or oneDNN capped below it by `ONEDNN_MAX_CPU_ISA`). Measured on a 2-core
     AMD EPYC (benchmarks/results/2026-11-25-kernel-layout.md), 4-128 rows against the base
-    model's kernels: 1.05-1.6x faster under oneDNN's AVX2 kernels, 0.9-1.15x under its
+    model's kernels: 0.98-1.68x (mostly 1.1-1.5x) under oneDNN's AVX2 kernels, 0.92-1.17x under its
     AVX-512 ones and Eigen's. Never with a GPU. Imports TensorFlow."""
     if platform.machine().lower() not in X86_64 or not onednn_enabled():
         return False

@@ -499,6 +499,7 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
                 assert float(tf.reduce_max(tf.abs(got[key] - value))) <= 1e-4, (name, key)
 
 
+@pytest.mark.slow  # a second export of the model: about a minute
 def test_export_with_padded_kernels_serves_the_same_translations(
     model_dir, loaded, tmp_path, monkeypatch
 ):

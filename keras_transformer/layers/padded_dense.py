@@ -2,7 +2,7 @@
 
 Keras keeps a Dense kernel `(in, units)` with rows `units` floats apart. For the small
 products of a decoding step (one token per hypothesis: 4-128 rows against the base model's
-`(512, 2048)` kernel), oneDNN's AVX2 kernels run 1.05-1.6x faster when the rows are
+`(512, 2048)` kernel), oneDNN's AVX2 kernels run up to 1.68x faster when the rows are
 `units + PAD` floats apart: with `units` a multiple of 512 floats (2 KiB), the rows of a
 kernel fall on the same cache sets. On AVX-512 and under Eigen the padding changes little
 (0.9-1.15x): benchmarks/results/2026-11-25-kernel-layout.md. A decoding loop therefore pads
