@@ -208,6 +208,7 @@ def test_translate_paragraph_line_is_its_sentences_one_by_one(model_dir, tmp_pat
     assert lines == [f"{first} {second}", third]
 
 
+@pytest.mark.slow  # a script run or second export: the default stage passed 6 minutes
 def test_translate_sampling_flags(model_dir, capsys, monkeypatch):
     import io
 

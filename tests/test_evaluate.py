@@ -94,6 +94,7 @@ def test_scripts_help(script):
     assert "--model-dir" in run.stdout and "--beam-size" in run.stdout
 
 
+@pytest.mark.slow  # a script run or second export: the default stage passed 6 minutes
 def test_translate_script_reads_stdin_and_prints_n_best(model_dir):
     run = run_script(
         "translate.py",
@@ -115,6 +116,7 @@ def test_translate_script_reads_stdin_and_prints_n_best(model_dir):
     assert scores[0] >= scores[1] and scores[4] >= scores[5]
 
 
+@pytest.mark.slow  # a script run or second export: the default stage passed 6 minutes
 def test_evaluate_and_plot_scripts_run(model_dir, tmp_path):
     pytest.importorskip("keras_transformer.data.corpus")
     output, report = tmp_path / "hyp.txt", tmp_path / "bleu.json"

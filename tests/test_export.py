@@ -245,6 +245,7 @@ def _verify_flags(model_dir: str, export_dir: str, weights: str) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow  # a script run or second export: the default stage passed 6 minutes
 def test_verify_matches_the_export_made_with_the_same_search_and_weights(
     model_dir, export_dir, capsys
 ):
