@@ -52,12 +52,15 @@ def onednn_enabled() -> bool | None:
 _BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
+    """The first processor's feature flags, or an empty set where there is no such file
+    (macOS, Windows) or it names none."""
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo_path) as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return set(value.split())
     except OSError:
         pass
     return set()
@@ -79,4 +82,4 @@ def padded_kernels_faster() -> bool:
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
     if cap in _BELOW_AVX512:
         return True
-    return "avx512f" not in _cpu_flags()
+    return "avx512f" not in cpu_flags()

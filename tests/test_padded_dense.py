@@ -168,7 +168,7 @@ def cpu(monkeypatch):
     monkeypatch.setattr(onednn, "onednn_enabled", lambda: True)
     for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
         monkeypatch.delenv(name, raising=False)
-    return lambda flags: monkeypatch.setattr(onednn, "_cpu_flags", lambda: set(flags))
+    return lambda flags: monkeypatch.setattr(onednn, "cpu_flags", lambda: set(flags))
 
 
 def test_padded_on_avx2_only_cpus(cpu):

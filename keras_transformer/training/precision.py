@@ -13,25 +13,13 @@ from __future__ import annotations
 
 import os
 
+from keras_transformer.onednn import cpu_flags
+
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 dot products (AVX512_BF16) or tiles (AMX).
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # ONEDNN_MAX_CPU_ISA values that keep oneDNN away from those units: under them a bfloat16
 # product has no kernel, and TensorFlow aborts ("could not create a primitive descriptor").
 NO_BFLOAT16_ISA_CAPS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")
-
-
-def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
-    """The first processor's feature flags, or an empty set where there is no such file
-    (macOS, Windows) or it names none."""
-    try:
-        with open(cpuinfo_path) as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):
-                    return set(value.split())
-    except OSError:
-        pass
-    return set()
 
 
 def resolve_mixed_precision(name: str, num_gpus: int, flags: set[str] | None = None) -> str:
