@@ -5,7 +5,7 @@ products of a decoding step (one token per hypothesis: 4-128 rows against the ba
 `(512, 2048)` kernel), oneDNN's AVX2 kernels run up to 1.68x faster when the rows are
 `units + PAD` floats apart: with `units` a multiple of 512 floats (2 KiB), the rows of a
 kernel fall on the same cache sets. On AVX-512 and under Eigen the padding changes little
-(0.9-1.15x): benchmarks/results/2026-11-25-kernel-layout.md. A decoding loop therefore pads
+(0.92-1.17x): benchmarks/results/2026-11-25-kernel-layout.md. A decoding loop therefore pads
 the decoder's kernels once per search, outside the loop, when `onednn.padded_kernels_faster()`
 says so, and each step calls `apply(layer, x, padded)`.
 
