@@ -176,10 +176,10 @@ def run(args) -> dict:
 
 
 def markdown(result: dict) -> str:
+    from benchmarks.peers import report
+
     lines = [
-        f"Machine: {result['machine']}",
-        "Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v),
-        f"Date: {result['date']}", f"Command: `{result['command']}`", "",
+        *report.header(result), "",
         "| design | output tokens | output tokens/s (median) | speed vs the first design "
         "| cost per token vs shortest | each run (s) | ids equal the first design's "
         "| max score difference |",

@@ -115,10 +115,10 @@ def _row(row: dict) -> str:
 
 
 def markdown(result: dict) -> str:
+    from benchmarks.peers import report
+
     lines = [
-        f"Machine: {result['machine']}",
-        "Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v),
-        f"Date: {result['date']}", f"Command: `{result['command']}`", "",
+        *report.header(result), "",
         "| rows | kernel in x units | Keras layout, ms a product | GF/s | transposed | padded |",
         "|---:|---|---:|---:|---:|---:|",
     ]  # fmt: skip

@@ -33,6 +33,14 @@ def environment(prog: str, argv: list[str], malloc_setting: str) -> dict:
     }
 
 
+def header(result: dict) -> list[str]:
+    """Machine, versions, date and command lines of an `environment()` result, for a
+    benchmark's Markdown."""
+    versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
+    return [f"Machine: {result['machine']}", f"Versions: {versions}", f"Date: {result['date']}",
+            f"Command: `{result['command']}`"]  # fmt: skip
+
+
 def markdown(result: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
     wait = result["omp_wait_policy"]
