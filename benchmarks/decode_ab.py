@@ -5,6 +5,7 @@ order), so that load on a shared machine hits all of them alike.
     python benchmarks/run.py decode ab --cpu-isa avx2 --batch 32 --lengths 32
     python benchmarks/run.py decode ab --cpu-isa avx2 --batch 8 --lengths 16,64,256 \\
         --designs rows,rows+T,slots,slots@8,slots@32 --json /tmp/ab.json
+    python benchmarks/run.py decode ab --dtype bfloat16 --designs slots --profile 15
 
 Designs (what `translator` decoded with before and after issue 40):
     rows      the cache has a row per hypothesis, `(batch * beam, h, t, d)`, grown by one
@@ -47,6 +48,10 @@ def parse_args(argv, prog: str | None = None):
     parser.add_argument("--lengths", default="32", help="forced output lengths, comma-separated")
     parser.add_argument("--designs", default="rows,rows+T,slots", help="comma-separated, see above")
     parser.add_argument("--beam", type=int, default=4, help="beam width")
+    parser.add_argument(
+        "--dtype", choices=("float32", "bfloat16"), default="float32",
+        help="the model's weights and compute (bfloat16: as `translate --dtype bfloat16`)",
+    )  # fmt: skip
     parser.add_argument(
         "--profile", type=int, default=0, metavar="N",
         help="also trace one search of each design (TF profiler) and print its N op types "
@@ -135,6 +140,8 @@ def run(args) -> dict:
     spec = Spec(config=args.config, vocab_size=args.vocab_size, batch=args.batch,
                 length=args.length, out_length=max(lengths), steps=1)  # fmt: skip
     model = ours.build_model(spec)
+    if args.dtype == "bfloat16":
+        model = ours.bfloat16_copy(model)
     source = tf.constant(decode_sources(spec))
     searches, first = {}, {}
     for design in designs:

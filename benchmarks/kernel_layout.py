@@ -5,6 +5,7 @@ sliced back to `units`).
 
     python benchmarks/run.py decode layout --cpu-isa avx2
     python benchmarks/run.py decode layout --rows 4,32,128 --shapes 512x512,512x2048,2048x512
+    python benchmarks/run.py decode layout --dtype bfloat16   # mixed_bfloat16's products
 
 For each rows x shape, `--copies` distinct kernels (12: caches as cold as in a decoder step,
 whose ~50 kernels do not fit them) are multiplied in turn inside one `tf.while_loop`, each
@@ -32,6 +33,10 @@ def parse_args(argv, prog: str | None = None):
         help="kernels IN x UNITS, comma-separated (default: base's and the quick preset's)",
     )  # fmt: skip
     parser.add_argument("--copies", type=int, default=12, help="distinct kernels cycled")
+    parser.add_argument(
+        "--dtype", choices=("float32", "bfloat16"), default="float32",
+        help="of inputs and kernels (bfloat16: the products of the mixed_bfloat16 policy)",
+    )  # fmt: skip
     flags.add(parser, repeats=5, json={"help": "write the results here"})
     parser.add_argument(
         "--cpu-isa", choices=sorted(machine.ISA_CAPS), default="native",
@@ -40,21 +45,24 @@ def parse_args(argv, prog: str | None = None):
     return parser.parse_args(argv)
 
 
-def _products(rows: int, fan_in: int, units: int, copies: int, budget_flops: float = 4e8):
+def _products(
+    rows: int, fan_in: int, units: int, copies: int, dtype: str, budget_flops: float = 4e8
+):
     """`{layout: tf.function}`, each multiplying one `(rows, fan_in)` input by `copies`
-    kernels in turn, repeated to about `budget_flops`; and the products per call."""
+    kernels in turn (all in `dtype`), repeated to about `budget_flops`; and the products per
+    call."""
     import numpy as np
     import tensorflow as tf
 
     from keras_transformer.layers.padded_dense import PAD
 
     rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(size=(rows, fan_in)).astype("float32"))
+    x = tf.constant(rng.normal(size=(rows, fan_in)).astype("float32"), dtype=dtype)
     kernels = [rng.normal(size=(fan_in, units)).astype("float32") * 0.05 for _ in range(copies)]
     weights = {
-        "keras": [tf.Variable(k) for k in kernels],
-        "transposed": [tf.Variable(k.T.copy()) for k in kernels],
-        "padded": [tf.Variable(np.pad(k, [[0, 0], [0, PAD]])) for k in kernels],
+        "keras": [tf.Variable(tf.cast(k, dtype)) for k in kernels],
+        "transposed": [tf.Variable(tf.cast(k.T.copy(), dtype)) for k in kernels],
+        "padded": [tf.Variable(tf.cast(np.pad(k, [[0, 0], [0, PAD]]), dtype)) for k in kernels],
     }
     product = {
         "keras": lambda h, w: tf.matmul(h, w),
@@ -67,9 +75,9 @@ def _products(rows: int, fan_in: int, units: int, copies: int, budget_flops: flo
         @tf.function
         def run():
             def body(i, total):
-                h = x + tf.cast(i, tf.float32) * 1e-6  # a new input each round
+                h = x + tf.cast(tf.cast(i, tf.float32) * 1e-6, dtype)  # a new input each round
                 out = tf.add_n([product[layout](h, w) for w in weights[layout]])
-                return i + 1, total + tf.reduce_sum(out[:, :1])
+                return i + 1, total + tf.reduce_sum(tf.cast(out[:, :1], tf.float32))
 
             return tf.while_loop(lambda i, _: i < repeats, body, (0, 0.0))[1]
 
@@ -84,7 +92,7 @@ def run(args) -> dict:
     for rows in (int(r) for r in args.rows.split(",")):
         for shape in args.shapes.split(","):
             fan_in, units = (int(n) for n in shape.split("x"))
-            fns, products = _products(rows, fan_in, units, args.copies)
+            fns, products = _products(rows, fan_in, units, args.copies, args.dtype)
             for fn in fns.values():
                 fn()  # trace
             seconds = {layout: [] for layout in LAYOUTS}

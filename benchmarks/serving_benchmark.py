@@ -23,6 +23,16 @@ the whole test split translated in batches of each size, by A and by B alternate
 (`--iterations` rounds, every other one B first), sentences/s of each, and how many
 translations differ.
 
+`--compare-padding` is the same A/B of two exports of one model, traced with the decoder's
+kernels as they are (A, `KERAS_TRANSFORMER_PAD_KERNELS=0`) and padded (B, `=1`;
+`keras_transformer.layers.padded_dense`). `--untrained base` stands in for a trained
+base-size run: the preset's sizes with random weights (seed 0) and a `--vocab-size`
+SentencePiece model of the bundled En-De training split, whose searches run to their maximum
+length (input + 50). `--sentences N` takes the first N test sentences (default 1000):
+
+    ONEDNN_MAX_CPU_ISA=AVX2 python benchmarks/run.py serving --untrained base \
+        --compare-padding --batch-sizes 64 --sentences 256 --iterations 4
+
 `--load SECONDS` is a load test: `--clients` (32) concurrent gRPC clients send the mix of
 `keras_transformer.serving.load` (short sentences, documents, n-best, sampling, score, hostile
 inputs) to the test double in its own process; requests, failures, sentences/s, p50/p99
@@ -54,21 +64,51 @@ from benchmarks import flags, machine  # noqa: E402
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
 from keras_transformer.decoding.evaluation import group_documents  # noqa: E402
+from keras_transformer.decoding.incremental import PAD_KERNELS_ENV  # noqa: E402
 from keras_transformer.serving import client, load  # noqa: E402
 from keras_transformer.serving.export import export_savedmodel  # noqa: E402
+
+
+def model_dir_for(args, workdir: str) -> str:
+    """--model-dir, else an untrained model: --untrained's preset, else the tiny test model."""
+    if args.model_dir:
+        return args.model_dir
+    from keras_transformer.testing import model_dir
+
+    if args.untrained:
+        texts = [text for pair in read_pairs("sample_en_de", "train") for text in pair]
+        directory = os.path.join(workdir, f"untrained_{args.untrained}")
+        return model_dir.make_preset_model_dir(directory, args.untrained, args.vocab_size, texts)
+    return model_dir.make_model_dir(os.path.join(workdir, "tiny_model"))
 
 
 def export_dir_for(args, workdir: str) -> str:
     if args.export_dir:
         return args.export_dir
-    model_dir = args.model_dir
-    if model_dir is None:
-        from keras_transformer.testing.model_dir import make_model_dir
-
-        model_dir = make_model_dir(os.path.join(workdir, "tiny_model"))
     return export_savedmodel(
-        model_dir, workdir, search=SearchOptions(beam_size=args.beam_size), n_best=1
-    )
+        model_dir_for(args, workdir), workdir, search=SearchOptions(beam_size=args.beam_size),
+        n_best=1,
+    )  # fmt: skip
+
+
+def export_padded_and_not(args, workdir: str) -> dict:
+    """{"A": export traced with Keras' kernels, "B": with padded kernels} of one model."""
+    model_dir = model_dir_for(args, workdir)
+    saved = os.environ.get(PAD_KERNELS_ENV)
+    paths = {}
+    try:
+        for name, value in (("A", "0"), ("B", "1")):
+            os.environ[PAD_KERNELS_ENV] = value
+            paths[name] = export_savedmodel(
+                model_dir, os.path.join(workdir, f"pad_kernels_{value}"),
+                search=SearchOptions(beam_size=args.beam_size), n_best=1,
+            )  # fmt: skip
+    finally:
+        if saved is None:
+            os.environ.pop(PAD_KERNELS_ENV, None)
+        else:
+            os.environ[PAD_KERNELS_ENV] = saved
+    return paths
 
 
 def measure(call, sentences: list[str], batch: int, iterations: int, warmup: int = 2) -> dict:
@@ -154,7 +194,9 @@ def compare_exports(paths: dict, sentences: list[str], batch: int, rounds: int) 
 def environment(args) -> dict:
     """Where and on what a result was measured."""
     return dict(
-        export_dir=args.export_dir, model_dir=args.model_dir or "tiny untrained test model",
+        export_dir=args.export_dir,
+        model_dir=args.model_dir or f"untrained {args.untrained or 'tiny test'} model",
+        cpu_isa_cap=os.environ.get("ONEDNN_MAX_CPU_ISA"),
         date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         machine=dict(platform=platform.platform(), processor=machine.cpu_name(),
                      cpus=os.cpu_count(), gpus=len(tf.config.list_physical_devices("GPU"))),
@@ -168,6 +210,12 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--export-dir", help="a version directory of an export")
     flags.add(where, model_dir={"help": "a trained model directory (exported first)"})
+    where.add_argument(
+        "--untrained", choices=("base", "big", "quick", "tiny"),
+        help="instead of a trained model: this preset with random weights and a --vocab-size "
+        "SentencePiece model of the bundled En-De corpus (exported first)",
+    )  # fmt: skip
+    flags.add(parser, vocab_size={"default": 32000, "help": "with --untrained"})
     parser.add_argument(
         "--beam-size", type=int, default=SearchOptions().beam_size, help="when exporting here"
     )
@@ -179,6 +227,14 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
         help="with --export-dir: an A/B of the two exports (sentences/s on the whole test "
         "split at each --batch-sizes, alternating; differing translations)",
     )  # fmt: skip
+    parser.add_argument(
+        "--compare-padding", action="store_true",
+        help="an A/B like --compare-export of the model exported twice: with the decoder's "
+        "kernels as they are (A) and padded (B)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sentences", type=int, default=1000, help="the first N sentences of the test split"
+    )
     parser.add_argument("--output", default=None, help="JSON file for the results")
     parser.add_argument(
         "--documents", type=int, default=None, metavar="K",
@@ -198,15 +254,25 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
         "batched), beside the same mix without batching",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    sentences = [src for src, _ in read_pairs("sample_en_de", "test", limit=1000)]
+    if args.sentences < 1:
+        parser.error(f"--sentences must be at least 1. Received: {args.sentences}")
+    sentences = [src for src, _ in read_pairs("sample_en_de", "test", limit=args.sentences)]
     if args.load:
         return load_test(args, sentences)
-    if args.compare_export:
-        if not args.export_dir:
+    if args.compare_export or args.compare_padding:
+        if args.compare_export and not args.export_dir:
             parser.error("--compare-export needs --export-dir (the A side)")
-        paths = {"A": args.export_dir, "B": args.compare_export}
-        rows = [compare_exports(paths, sentences, batch, args.iterations)
-                for batch in args.batch_sizes]  # fmt: skip
+        if args.compare_padding and args.export_dir:
+            parser.error("--compare-padding exports a model: give --model-dir or --untrained")
+        with tempfile.TemporaryDirectory() as workdir:
+            if args.compare_padding:
+                paths = export_padded_and_not(args, workdir)
+            else:
+                paths = {"A": args.export_dir, "B": args.compare_export}
+            rows = [compare_exports(paths, sentences, batch, args.iterations)
+                    for batch in args.batch_sizes]  # fmt: skip
+        if args.compare_padding:
+            print("A: Keras' kernels; B: padded kernels (KERAS_TRANSFORMER_PAD_KERNELS=0 / 1)")
         print("| batch | A sentences/s | B sentences/s | B / A | differing translations |")
         print("|---:|---:|---:|---:|---:|")
         for row in rows:

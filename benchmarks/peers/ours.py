@@ -69,10 +69,9 @@ def make_decode(spec: Spec, model):
     return run, model.count_params()
 
 
-def make_decode_bfloat16(spec: Spec, model):
-    """`make_decode` of `model` rebuilt under Keras' "bfloat16" policy, its weights rounded
-    to bfloat16: what `artifacts.load_trained(..., dtype="bfloat16")` and `--dtype bfloat16`
-    decode with."""
+def bfloat16_copy(model):
+    """`model` rebuilt under Keras' "bfloat16" policy, its weights rounded to bfloat16: what
+    `artifacts.load_trained(..., dtype="bfloat16")` and `--dtype bfloat16` decode with."""
     from keras import ops
 
     from keras_transformer.model import build_transformer
@@ -80,7 +79,12 @@ def make_decode_bfloat16(spec: Spec, model):
     copy = build_transformer(model.config, dtype="bfloat16")
     for target, source in zip(copy.weights, model.weights):
         target.assign(ops.cast(source, "bfloat16"))
-    return make_decode(spec, copy)
+    return copy
+
+
+def make_decode_bfloat16(spec: Spec, model):
+    """`make_decode` of `bfloat16_copy(model)`."""
+    return make_decode(spec, bfloat16_copy(model))
 
 
 def make_serving(model_dir: str, workdir: str, beam: int, sentences: list[str], batches):

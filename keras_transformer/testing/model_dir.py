@@ -35,12 +35,28 @@ SENTENCES = [
 
 def make_model_dir(directory: str, vocab_size: int = 64, seed: int = 0, **overrides) -> str:
     """Write `directory` in the layout of `keras_transformer.artifacts` and return it."""
-    os.makedirs(directory, exist_ok=True)
-    spm_path = os.path.join(directory, artifacts.TOKENIZER_FILE)
-    train_sentencepiece(SENTENCES, spm_path, vocab_size=vocab_size)
     values = dict(num_layers=2, d_model=32, d_ff=64, num_heads=4, dropout=0.0, max_length=64)
     values.update(overrides)
     config = TransformerConfig.tiny(vocab_size, **values)
+    return write_model_dir(directory, config, SENTENCES, seed)
+
+
+def make_preset_model_dir(
+    directory: str, preset: str, vocab_size: int, texts, seed: int = 0
+) -> str:
+    """An untrained model of a paper-size preset ("base", "big", ...) with a `vocab_size`
+    SentencePiece model trained on `texts`: serving benchmarks at real sizes. Random weights
+    almost never choose EOS, so every search runs to its maximum length."""
+    config = TransformerConfig.preset(preset, vocab_size)
+    return write_model_dir(directory, config, texts, seed)
+
+
+def write_model_dir(directory: str, config: TransformerConfig, texts, seed: int) -> str:
+    """Train the SentencePiece model on `texts`, build `config` with weights drawn from
+    `seed`, and write both with the config to `directory`; returns `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    spm_path = os.path.join(directory, artifacts.TOKENIZER_FILE)
+    train_sentencepiece(texts, spm_path, vocab_size=config.vocab_size)
     keras.utils.set_random_seed(seed)
     model = build_transformer(config)
     artifacts.save_config(directory, config)
