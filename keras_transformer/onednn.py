@@ -66,6 +66,12 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
     return set()
 
 
+def isa_cap() -> str:
+    """The instruction set oneDNN is capped to, upper-cased: `ONEDNN_MAX_CPU_ISA`, else its
+    older name `DNNL_MAX_CPU_ISA` (oneDNN reads both; the first wins), else ""."""
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
+
+
 def padded_kernels_faster() -> bool:
     """Whether a decoding step's products run faster on kernels padded to rows 16 floats
     wider (`layers.padded_dense`): with oneDNN on an x86-64 CPU whose products stop at AVX2
@@ -79,7 +85,6 @@ def padded_kernels_faster() -> bool:
 
     if tf.config.list_logical_devices("GPU"):  # the products run there
         return False
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
-    if cap in _BELOW_AVX512:
+    if isa_cap() in _BELOW_AVX512:
         return True
     return "avx512f" not in cpu_flags()

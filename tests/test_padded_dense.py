@@ -185,6 +185,14 @@ def test_an_isa_cap_counts_as_the_cpu(cpu, monkeypatch, cap, want):
     assert onednn.padded_kernels_faster() is want
 
 
+def test_the_older_dnnl_cap_counts_unless_onednn_names_another(cpu, monkeypatch):
+    cpu({"avx2", "avx512f"})
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")
+    assert onednn.padded_kernels_faster() is True
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")
+    assert onednn.padded_kernels_faster() is False
+
+
 def test_keras_kernels_without_onednn_or_off_x86(cpu, monkeypatch):
     cpu({"avx2"})
     monkeypatch.setattr(onednn, "onednn_enabled", lambda: False)

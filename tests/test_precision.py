@@ -33,8 +33,18 @@ def test_auto_picks_bfloat16_only_for_a_gpu_less_cpu_with_bfloat16_arithmetic(
 def test_auto_keeps_float32_when_onednn_is_capped_below_bfloat16(monkeypatch, cap, expected):
     """Under ONEDNN_MAX_CPU_ISA=AVX2 a bfloat16 product has no oneDNN kernel (TensorFlow
     aborts): "auto" must not pick bfloat16 there, whatever /proc/cpuinfo says."""
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
     assert resolve_mixed_precision("auto", 0, AMX) == expected
+
+
+def test_the_older_dnnl_name_caps_too_and_onednn_wins(monkeypatch):
+    """oneDNN reads DNNL_MAX_CPU_ISA when ONEDNN_MAX_CPU_ISA is unset (`onednn.isa_cap`)."""
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")
+    assert resolve_mixed_precision("auto", 0, AMX) == "none"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    assert resolve_mixed_precision("auto", 0, AMX) == "mixed_bfloat16"
 
 
 @pytest.mark.parametrize("name", ["none", "mixed_bfloat16", "mixed_float16"])

@@ -11,9 +11,7 @@ CPU". Without those flags TensorFlow emulates bfloat16 and nothing is gained (AV
 
 from __future__ import annotations
 
-import os
-
-from keras_transformer.onednn import cpu_flags
+from keras_transformer.onednn import cpu_flags, isa_cap
 
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 dot products (AVX512_BF16) or tiles (AMX).
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -38,8 +36,9 @@ def resolve_mixed_precision(name: str, num_gpus: int, flags: set[str] | None = N
 def has_bfloat16_arithmetic(flags: set[str] | None = None) -> bool:
     """Whether oneDNN runs bfloat16 products natively here: the CPU has one of
     `BFLOAT16_CPU_FLAGS` (`flags`, default this machine's `cpu_flags()`) and
-    `ONEDNN_MAX_CPU_ISA` does not cap oneDNN below them."""
-    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in NO_BFLOAT16_ISA_CAPS:
+    `ONEDNN_MAX_CPU_ISA` (or `DNNL_MAX_CPU_ISA`: `onednn.isa_cap`) does not cap oneDNN
+    below them."""
+    if isa_cap() in NO_BFLOAT16_ISA_CAPS:
         return False
     flags = cpu_flags() if flags is None else flags
     return any(flag in flags for flag in BFLOAT16_CPU_FLAGS)
