@@ -97,13 +97,9 @@ def _search(model, strategy, cache: str):
     return np.asarray(found), np.asarray(scores)
 
 
-# The per-source cache is what `Translator` searches with; the row caches (padded: XLA's
-# layout) run in the slow stage.
-@pytest.mark.parametrize(
-    "cache",
-    ["slots", pytest.param("rows", marks=pytest.mark.slow),
-     pytest.param("padded", marks=pytest.mark.slow)],
-)  # fmt: skip
+# The per-source cache is what `Translator` searches with; the row caches: the design before
+# it, and XLA's layout ("padded").
+@pytest.mark.parametrize("cache", ["slots", "rows", "padded"])
 def test_beam_search_is_the_same_with_padded_kernels(model, layout, cache):
     strategy = BeamSearch(VOCAB, SearchOptions(beam_size=3, n_best=2))
     layout(False)
@@ -114,7 +110,6 @@ def test_beam_search_is_the_same_with_padded_kernels(model, layout, cache):
     np.testing.assert_allclose(scores, want_scores, atol=1e-4)
 
 
-@pytest.mark.slow  # the same step as beam search's, one row per source
 def test_greedy_is_the_same_with_padded_kernels(model, layout):
     layout(False)
     want = _search(model, Sampling(), "slots")
