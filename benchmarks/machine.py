@@ -22,7 +22,7 @@ def cpu_name() -> str:
 def description() -> str:
     """ "CPU NAME, N cores": the machine line of every result, with the `--cpu-isa` cap if
     one is set and whether TensorFlow runs oneDNN's kernels (once it is imported)."""
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    cap = onednn.isa_cap()
     line = f"{cpu_name()}, {os.cpu_count()} cores" + (f", capped to {cap}" if cap else "")
     if "tensorflow" in sys.modules:
         enabled = onednn.onednn_enabled()

@@ -53,6 +53,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -61,6 +62,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402
 
 from benchmarks import flags, machine  # noqa: E402
+from keras_transformer import onednn  # noqa: E402
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
 from keras_transformer.decoding.evaluation import group_documents  # noqa: E402
@@ -82,32 +84,25 @@ def model_dir_for(args, workdir: str) -> str:
     return model_dir.make_model_dir(os.path.join(workdir, "tiny_model"))
 
 
+def _export(args, model_dir: str, export_base: str) -> str:
+    """The model's export with `--beam-size` and one translation a sentence."""
+    search = SearchOptions(beam_size=args.beam_size)
+    return export_savedmodel(model_dir, export_base, search=search, n_best=1)
+
+
 def export_dir_for(args, workdir: str) -> str:
     if args.export_dir:
         return args.export_dir
-    return export_savedmodel(
-        model_dir_for(args, workdir), workdir, search=SearchOptions(beam_size=args.beam_size),
-        n_best=1,
-    )  # fmt: skip
+    return _export(args, model_dir_for(args, workdir), workdir)
 
 
 def export_padded_and_not(args, workdir: str) -> dict:
     """{"A": export traced with Keras' kernels, "B": with padded kernels} of one model."""
     model_dir = model_dir_for(args, workdir)
-    saved = os.environ.get(PAD_KERNELS_ENV)
     paths = {}
-    try:
-        for name, value in (("A", "0"), ("B", "1")):
-            os.environ[PAD_KERNELS_ENV] = value
-            paths[name] = export_savedmodel(
-                model_dir, os.path.join(workdir, f"pad_kernels_{value}"),
-                search=SearchOptions(beam_size=args.beam_size), n_best=1,
-            )  # fmt: skip
-    finally:
-        if saved is None:
-            os.environ.pop(PAD_KERNELS_ENV, None)
-        else:
-            os.environ[PAD_KERNELS_ENV] = saved
+    for name, value in (("A", "0"), ("B", "1")):
+        with mock.patch.dict(os.environ, {PAD_KERNELS_ENV: value}):  # read while tracing
+            paths[name] = _export(args, model_dir, os.path.join(workdir, f"pad_kernels_{value}"))
     return paths
 
 
@@ -196,7 +191,7 @@ def environment(args) -> dict:
     return dict(
         export_dir=args.export_dir,
         model_dir=args.model_dir or f"untrained {args.untrained or 'tiny test'} model",
-        cpu_isa_cap=os.environ.get("ONEDNN_MAX_CPU_ISA"),
+        cpu_isa_cap=onednn.isa_cap() or None,
         date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         machine=dict(platform=platform.platform(), processor=machine.cpu_name(),
                      cpus=os.cpu_count(), gpus=len(tf.config.list_physical_devices("GPU"))),
