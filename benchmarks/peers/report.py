@@ -33,22 +33,20 @@ def environment(prog: str, argv: list[str], malloc_setting: str) -> dict:
     }
 
 
-def header(result: dict) -> list[str]:
+def header(result: dict, command: str | None = None) -> list[str]:
     """Machine, versions, date and command lines of an `environment()` result, for a
-    benchmark's Markdown."""
+    benchmark's Markdown; `command` replaces the quoted command line."""
     versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
+    command = command or f"`{result['command']}`"
     return [f"Machine: {result['machine']}", f"Versions: {versions}", f"Date: {result['date']}",
-            f"Command: `{result['command']}`"]  # fmt: skip
+            f"Command: {command}"]  # fmt: skip
 
 
 def markdown(result: dict) -> str:
-    versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v)
     wait = result["omp_wait_policy"]
     command = f"`{result['command']}`" + (f" with OMP_WAIT_POLICY={wait}" if wait else "")
     command += f", glibc malloc: {result['malloc']}"
-    lines = [f"Machine: {result['machine']}", f"Versions: {versions}",
-             f"Date: {result['date']}", f"Command: {command}",
-             f"Spec: {result['spec']}", ""]  # fmt: skip
+    lines = [*header(result, command), f"Spec: {result['spec']}", ""]
     if result["workload"] == "scaling":
         lines += _scaling(result)
     else:
