@@ -29,12 +29,12 @@ def paper_rate(step, d_model, warmup):
 
 @pytest.mark.parametrize("value", [0, -2, 1.5])
 def test_bad_accumulate_steps_is_named(value):
-    from keras_transformer.training.nonfinite import SkipNonFiniteAdam
+    from keras_transformer.training.optimizer import GuardedAccumulatingAdam
 
     with pytest.raises(ValueError, match=f"accumulate_steps={value!r}"):
         TrainingConfig.from_flat(accumulate_steps=value)
     with pytest.raises(ValueError, match="accumulate_steps"):
-        SkipNonFiniteAdam(accumulate_steps=value)
+        GuardedAccumulatingAdam(accumulate_steps=value)
     with pytest.raises(ValueError, match="mixed_float16"):
         TrainingConfig.from_flat(accumulate_steps=2, mixed_precision="mixed_float16")
 
@@ -120,7 +120,7 @@ def test_nonfinite_micro_batch_adds_nothing_to_its_update():
     update trains normally. The reference's second micro-batch is a zero gradient."""
     import keras
 
-    from keras_transformer.training.nonfinite import SkipNonFiniteAdam
+    from keras_transformer.training.optimizer import GuardedAccumulatingAdam
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(4, 8, 3)).astype("float32")
@@ -131,7 +131,7 @@ def test_nonfinite_micro_batch_adds_nothing_to_its_update():
     def dense():
         keras.utils.set_random_seed(0)
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-        model.compile(SkipNonFiniteAdam(0.1, accumulate_steps=2), "mse")
+        model.compile(GuardedAccumulatingAdam(0.1, accumulate_steps=2), "mse")
         return model
 
     model, reference = dense(), dense()
@@ -156,7 +156,7 @@ MIRRORED = """
 from keras_transformer.training.trainer import configure_devices
 configure_devices(2)
 import numpy as np, tensorflow as tf, keras
-from keras_transformer.training.nonfinite import SkipNonFiniteAdam
+from keras_transformer.training.optimizer import GuardedAccumulatingAdam
 rng = np.random.default_rng(0)
 x = rng.normal(size=(32, 3)).astype("float32"); y = rng.normal(size=(32, 1)).astype("float32")
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -165,8 +165,8 @@ for steps, batch in ((2, 8), (1, 16)):
     keras.utils.set_random_seed(0)
     with strategy.scope():
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-        model.compile(SkipNonFiniteAdam(0.01, accumulate_steps=steps) if steps > 1
-                      else SkipNonFiniteAdam(0.01), "mse")
+        model.compile(GuardedAccumulatingAdam(0.01, accumulate_steps=steps) if steps > 1
+                      else GuardedAccumulatingAdam(0.01), "mse")
     model.fit(x, y, batch_size=batch, shuffle=False, verbose=0)
     assert int(model.optimizer.iterations.numpy()) == 2, model.optimizer.iterations
     weights.append(np.concatenate([w.ravel() for w in model.get_weights()]))

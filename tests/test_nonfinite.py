@@ -29,7 +29,8 @@ from keras_transformer.testing.runs import (
 )
 from keras_transformer.training import checkpoints
 from keras_transformer.training.errors import NonFiniteLossError
-from keras_transformer.training.nonfinite import NonFiniteGuard, SkipNonFiniteAdam
+from keras_transformer.training.nonfinite import NonFiniteGuard
+from keras_transformer.training.optimizer import GuardedAccumulatingAdam
 
 
 def _dense_run(max_skipped):
@@ -39,7 +40,7 @@ def _dense_run(max_skipped):
     y = rng.normal(size=(6, 8, 1)).astype("float32")
     x[2, 5, 0] = np.nan
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    model.compile(SkipNonFiniteAdam(0.1), "mse")
+    model.compile(GuardedAccumulatingAdam(0.1), "mse")
     seen = []
     record = keras.callbacks.LambdaCallback(
         on_train_batch_end=lambda batch, logs: seen.append(
@@ -78,14 +79,14 @@ MIRRORED_GUARD = """
 from keras_transformer.training.trainer import configure_devices
 configure_devices(2)
 import numpy as np, tensorflow as tf, keras
-from keras_transformer.training.nonfinite import SkipNonFiniteAdam
+from keras_transformer.training.optimizer import GuardedAccumulatingAdam
 rng = np.random.default_rng(0)
 x = rng.normal(size=(3, 8, 3)).astype("float32"); y = rng.normal(size=(3, 8, 1)).astype("float32")
 x[1, 6, 0] = np.inf  # batch 2, the second replica's half only
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 with strategy.scope():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    model.compile(SkipNonFiniteAdam(0.1), "mse")
+    model.compile(GuardedAccumulatingAdam(0.1), "mse")
 model.fit(tf.data.Dataset.from_tensor_slices((x, y)).take(1), verbose=0)
 before = model.get_weights()[0]
 model.fit(tf.data.Dataset.from_tensor_slices((x, y)).skip(1).take(1), verbose=0)

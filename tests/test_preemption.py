@@ -25,7 +25,7 @@ from keras_transformer.testing.runs import ENV, max_abs_difference, run, train_c
 from keras_transformer.training import checkpoints
 from keras_transformer.training.callbacks import PeriodicCheckpoint
 from keras_transformer.training.errors import PREEMPTED_STATUS, PreemptedError
-from keras_transformer.training.nonfinite import SkipNonFiniteAdam
+from keras_transformer.training.optimizer import GuardedAccumulatingAdam
 from keras_transformer.training.preemption import StopOnSignal
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,7 +34,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _model(accumulate: int) -> keras.Model:
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    model.compile(SkipNonFiniteAdam(0.01, accumulate_steps=accumulate), "mse")
+    model.compile(GuardedAccumulatingAdam(0.01, accumulate_steps=accumulate), "mse")
     return model
 
 

@@ -20,7 +20,7 @@ logger = logging.getLogger("keras_transformer")
 
 
 def between_updates(optimizer) -> bool:
-    """True between the micro-batches of an accumulated update (`SkipNonFiniteAdam` with
+    """True between the micro-batches of an accumulated update (`GuardedAccumulatingAdam` with
     `accumulate_steps` > 1 holds part of the next update in its accumulators)."""
     pending = getattr(optimizer, "accumulated_micro_batches", None)
     return pending is not None and int(keras.ops.convert_to_numpy(pending)) != 0

@@ -52,7 +52,6 @@ from keras_transformer.training.distribute import (  # noqa: F401  (re-exported)
     wait_for_file,
 )
 from keras_transformer.training.errors import WorkerLostError
-from keras_transformer.training.fused_adam import FusedAdam
 from keras_transformer.training.losses import (
     MaskedAccuracy,
     MaskedLabelSmoothedCrossEntropy,
@@ -61,9 +60,9 @@ from keras_transformer.training.losses import (
 )
 from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
     NonFiniteLossError,
-    SkipNonFiniteAdam,
     check_finite,
 )
+from keras_transformer.training.optimizer import GuardedAccumulatingAdam
 from keras_transformer.training.precision import resolve_mixed_precision
 from keras_transformer.training.preemption import StopOnSignal
 from keras_transformer.training.schedule import TransformerSchedule
@@ -114,26 +113,25 @@ def compile_model(
         decay=cfg.resolved_decay(),
     )
     pad = config.pad_id
-    # Both Adams update with TensorFlow's fused kernel (FusedAdam). mixed_float16: compile wraps
-    # the optimizer in a LossScaleOptimizer, which already skips non-finite steps (and lowers
-    # the loss scale); every other policy gets the guard.
-    # SkipNonFiniteAdam also accumulates gradients (TrainingConfig refuses accumulate_steps > 1
-    # with mixed_float16).
-    adam = (
-        FusedAdam
-        if cfg.distribution.mixed_precision == "mixed_float16"
-        else functools.partial(SkipNonFiniteAdam, accumulate_steps=cfg.recipe.accumulate_steps)
-    )
+    adam = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)  # paper, section 5.3
+    # mixed_float16: compile wraps the optimizer in a LossScaleOptimizer, which already skips
+    # non-finite steps (and lowers the loss scale), and TrainingConfig refuses accumulate_steps
+    # > 1 with it; every other policy gets the guarded, accumulating Adam.
+    if cfg.distribution.mixed_precision == "mixed_float16":
+        optimizer = keras.optimizers.Adam(schedule, **adam)
+    else:
+        accumulate_steps = cfg.recipe.accumulate_steps
+        optimizer = GuardedAccumulatingAdam(schedule, **adam, accumulate_steps=accumulate_steps)
     model.compile(
-        optimizer=adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=optimizer,
         loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=pad),
         metrics=[MaskedAccuracy(pad), Perplexity(pad), TokenCount(pad)],
         jit_compile=cfg.distribution.jit_compile,
     )
     # Eagerly, not inside the first trace of the train step: created there, each of the
-    # optimizer's ~260 variables gets an initialization `cond` in the traced graph (quick
-    # preset: first trace 22.7 s -> 8.4 s; benchmarks/README, "Start-up and the accuracy
-    # metric").
+    # optimizer's variables gets an initialization `cond` in the traced graph, which slows the
+    # first step (benchmarks/results/2026-11-25-benchmarks-history.md, "Start-up and the
+    # accuracy metric": the first step of `python pipelines/train_wmt.py` before and after).
     model.optimizer.build(model.trainable_variables)
     return schedule
 
