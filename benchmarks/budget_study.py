@@ -66,7 +66,7 @@ def _train(name: str, flags: str, steps: int, runs_dir: str) -> tuple[str, float
 def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = None) -> dict:
     """Dev BLEU (whole dev split, beam 4, the run's alpha) of the last k checkpoints averaged,
     for each k; test BLEU of the best window (or `test_window`); and with `best.weights.h5`
-    (a --keep-best row), its step and dev and test BLEU."""
+    (a --deliver best row), its step and dev and test BLEU."""
     from keras_transformer import artifacts
     from keras_transformer.config import TrainingConfig
     from keras_transformer.data import corpus
@@ -91,7 +91,7 @@ def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = 
     result["test"] = {"window": best, "bleu": round(scores["bleu"], 2),
                       "chrf": round(scores["chrf"], 2)}  # fmt: skip
     best_path = artifacts.path(model_dir, BEST_WEIGHTS)
-    if os.path.exists(best_path):  # a --keep-best row: its best dev-BLEU weights, scored alike
+    if os.path.exists(best_path):  # a --deliver best row: its best dev-BLEU weights, scored alike
         model.load_weights(best_path)
         record = best_record(load_history(model_dir))
         dev_bleu, test_scores = (
@@ -99,28 +99,7 @@ def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = 
         )
         result["best"] = {"step": record["step"], "dev": round(dev_bleu["bleu"], 2),
                           "test": round(test_scores["bleu"], 2)}  # fmt: skip
-        result["auto"] = replay_auto(model, tokenizer, model_dir, run, test)
     return result
-
-
-def replay_auto(model, tokenizer, model_dir: str, run, test) -> dict:
-    """What `--deliver auto` chooses for this run (`Runner.final_weights`: the averaged and
-    the best weights decoded on the held-out dev pairs, a paired bootstrap) and the test BLEU
-    of the averaged weights and of the choice, decoded with `model` (its weights replaced)."""
-    from keras_transformer import artifacts
-    from keras_transformer.config import TrainingConfig
-    from keras_transformer.decoding.evaluation import evaluate_bleu
-    from keras_transformer.runner import Runner
-
-    auto = TrainingConfig.from_flat(**{**run.to_flat(), "keep_best": False, "deliver": "auto"})
-    chosen, choice = Runner(auto, export_dir="none").final_weights()
-    averaged_path = artifacts.path(model_dir, artifacts.FINAL_WEIGHTS)
-    scores = {}
-    for path in dict.fromkeys([averaged_path, chosen]):  # one decode when the averaged win
-        model.load_weights(path)
-        scores[path] = evaluate_bleu(model, tokenizer, test, run.eval_search(), progress=False)
-    return {**choice, "averaged_test": round(scores[averaged_path]["bleu"], 2),
-            "test": round(scores[chosen]["bleu"], 2)}  # fmt: skip
 
 
 def run_row(name: str, flags: str, steps: int, runs_dir: str) -> dict:

@@ -331,7 +331,7 @@ class DocumentOptions:
 STRATEGIES = ("auto", "mirrored", "one_device", "multi_worker")
 MIXED_PRECISION = ("auto", "none", "mixed_bfloat16", "mixed_float16")
 EVAL_DECODES = ("greedy", "beam")  # how training decodes its dev subset
-DELIVERIES = ("auto", "averaged", "best")  # which weights a run delivers
+DELIVERIES = ("averaged", "best")  # which weights a run delivers
 FREEZE_CHOICES = ("encoder", "embeddings")  # parts of the model a run may leave untrained
 # ArchitectureConfig fields that override a preset's value where set (None: the preset's).
 PRESET_OVERRIDES = ("dropout", "num_layers", "d_model", "d_ff", "num_heads", "norm_position")
@@ -556,14 +556,12 @@ class EvaluationConfig:
         choices=EVAL_DECODES,
     )
     deliver: str = option(
-        "auto",
-        "the weights that test BLEU and the export use: auto (the last checkpoints averaged, "
-        "unless the best dev-BLEU weights of the run score higher on the dev subset at the "
-        "end: a run that overfits), averaged, or best (the best dev-BLEU weights, "
-        "best.weights.h5)",
+        "averaged",
+        "the weights that test BLEU and the export use: averaged (the last checkpoints "
+        "averaged, final.weights.h5) or best (the best dev-BLEU weights, best.weights.h5; "
+        "needs --eval-every-steps)",
         choices=DELIVERIES,
     )
-    keep_best: bool = option(False, "the same as --deliver best")
     early_stopping: int = option(
         0, "stop after N dev evaluations in a row without a BLEU gain (0: never)"
     )
@@ -575,26 +573,12 @@ class EvaluationConfig:
             check_int(name, getattr(self, name), minimum=0)
         check_choice("eval_decode", self.eval_decode, EVAL_DECODES)
         check_choice("deliver", self.deliver, DELIVERIES)
-        if self.keep_best and self.deliver == "averaged":
+        if (self.deliver == "best" or self.early_stopping) and not self.eval_every_steps:
             raise ValueError(
-                "keep_best delivers the best weights, deliver='averaged' the averaged ones. "
-                "Received: keep_best=True, deliver='averaged'"
-            )
-        if (self.delivered() == "best" or self.early_stopping) and not self.eval_every_steps:
-            raise ValueError(
-                "deliver='best' (keep_best) and early_stopping need dev evaluations. Received: "
-                f"eval_every_steps=0, deliver={self.delivered()!r}, "
+                "deliver='best' and early_stopping need dev evaluations. Received: "
+                f"eval_every_steps=0, deliver={self.deliver!r}, "
                 f"early_stopping={self.early_stopping}"
             )
-
-    def delivered(self) -> str:
-        """`deliver`, with `keep_best` as "best"; "auto" without dev evaluations is
-        "averaged" (there is nothing to compare)."""
-        if self.keep_best:
-            return "best"
-        if self.deliver == "auto" and not self.eval_every_steps:
-            return "averaged"
-        return self.deliver
 
     def search(self, model: str) -> SearchOptions:
         """The beam search of the evaluations and export of a run of preset `model`."""

@@ -16,7 +16,6 @@ bad flag, model directory or corpus a ValueError, before anything is evaluated o
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,12 +23,6 @@ from typing import Any
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
-
-logger = logging.getLogger("keras_transformer")
-
-# `--deliver auto` delivers the best dev-BLEU weights over the averaged ones only when a paired
-# bootstrap gives their gain on held-out dev pairs a p-value below this.
-BEST_SIGNIFICANCE = 0.05
 
 
 @dataclass(frozen=True)
@@ -68,8 +61,8 @@ class Runner:
         summary = trainer.train(self.config, self.dev_bleu_callbacks, self.end_of_run_reserve())
         if not summary["chief"]:
             return RunResult(summary)
-        weights, choice = self.final_weights()
-        self.write_summary(summary, weights, choice)
+        weights = self.final_weights()
+        self.write_summary(summary, weights)
         return RunResult(summary, weights, self.export(weights))
 
     def dev_bleu_callbacks(self, tokenizer) -> list:
@@ -84,7 +77,7 @@ class Runner:
         return [
             DevBleu(
                 pairs, tokenizer, model_dir, evaluation.eval_every_steps, evaluation.eval_decode,
-                self.config.eval_search(), keep_best=evaluation.delivered() != "averaged",
+                self.config.eval_search(), keep_best=evaluation.deliver == "best",
                 early_stopping=evaluation.early_stopping,
             )
         ]  # fmt: skip
@@ -97,75 +90,27 @@ class Runner:
 
         if not self.config.planned():
             return None
-        evaluation, sentences, dev = self.config.evaluation, 0, 0
+        evaluation, sentences = self.config.evaluation, 0
         if evaluation.eval_limit != 0:
             test = corpus.read_split(self.config.data, "test", limit=evaluation.eval_limit)
             sentences = sum(1 for _ in test)
-        if evaluation.delivered() == "auto":  # the averaged and the best weights decoded
-            dev = 2 * len(self.choice_pairs()[0])
         export = self.export_dir is not None
 
         def reserve(seconds_per_step: float, first_step_seconds: float) -> float:
-            return end_of_run_seconds(
-                seconds_per_step, first_step_seconds, sentences, export, dev_sentences=dev
-            )
+            return end_of_run_seconds(seconds_per_step, first_step_seconds, sentences, export)
 
         return reserve
 
-    def final_weights(self) -> tuple[str, dict[str, Any] | None]:
-        """The weights the run delivers (`EvaluationConfig.delivered()`), and for "auto" the
-        comparison behind the choice. "best": the best dev-BLEU weights when an evaluation
-        saved them; "averaged": the averaged final weights; "auto": the averaged ones unless
-        the best beat them on the dev pairs the curve did not see (`choice_pairs`), decoded
-        as the curve decodes, by a margin a paired bootstrap finds significant (p below
-        `BEST_SIGNIFICANCE`): a run that overfits. The best of several evaluations on the
-        same few hundred sentences is partly luck (gettext `names`: 1.4 BLEU over the averaged
-        weights on the curve's 200 pairs, 3.4 under them on the test split), hence the
-        held-out pairs and the test."""
-        from keras_transformer.decoding import dev_bleu
-        from keras_transformer.decoding.evaluation import paired_bleu
+    def final_weights(self) -> str:
+        """The weights the run delivers (`EvaluationConfig.deliver`): the best dev-BLEU
+        weights for "best" when an evaluation saved them, else the averaged final weights."""
+        from keras_transformer.decoding.dev_bleu import BEST_WEIGHTS
 
-        evaluation, model_dir = self.config.evaluation, self.config.run.model_dir
-        averaged = artifacts.path(model_dir, artifacts.FINAL_WEIGHTS)
-        best = artifacts.path(model_dir, dev_bleu.BEST_WEIGHTS)
-        deliver = evaluation.delivered()
-        if deliver == "averaged" or not os.path.exists(best):
-            return averaged, None
-        if deliver == "best":
-            return best, None
-        record = dev_bleu.best_record(dev_bleu.load_history(model_dir))
-        if record is None:  # best weights without their curve: nothing to compare
-            return averaged, None
-        pairs, held_out = self.choice_pairs()
-        model, _, tokenizer = artifacts.load_trained(model_dir, averaged)
-        search = dev_bleu.dev_search(evaluation.eval_decode, self.config.eval_search())
-        sources, references = [s for s, _ in pairs], [r for _, r in pairs]
-        hypotheses = dev_bleu.translate_with(model, tokenizer, sources, search, [averaged, best])
-        compared = paired_bleu(references, *hypotheses)
-        better = compared["system_bleu"] > compared["baseline_bleu"]
-        chosen = "best" if better and compared["p_value"] < BEST_SIGNIFICANCE else "averaged"
-        choice = dict(
-            delivered=chosen, pairs=len(pairs), held_out=held_out, best_step=record["step"],
-            averaged_dev_bleu=round(compared["baseline_bleu"], 2),
-            best_dev_bleu=round(compared["system_bleu"], 2),
-            p_value=round(compared["p_value"], 4),
-        )  # fmt: skip
-        logger.info(
-            "Delivering the %s weights: dev BLEU %.2f for the last checkpoints averaged, %.2f "
-            "for the best weights (step %d), p = %.3f on %d %s dev pairs", chosen,
-            choice["averaged_dev_bleu"], choice["best_dev_bleu"], record["step"],
-            choice["p_value"], len(pairs), "held-out" if held_out else "(the curve's)",
-        )  # fmt: skip
-        return (best if chosen == "best" else averaged), choice
-
-    def choice_pairs(self) -> tuple[list[tuple[str, str]], bool]:
-        """The dev pairs that choose the delivered weights: those after the curve's subset
-        (`eval_dev_pairs`), and whether there were any (else the curve's own pairs)."""
-        from keras_transformer.data import corpus
-
-        dev = list(corpus.read_split(self.config.data, "dev"))
-        rest = dev[self.config.evaluation.eval_dev_pairs :]
-        return (rest, True) if rest else (dev, False)
+        model_dir = self.config.run.model_dir
+        best = artifacts.path(model_dir, BEST_WEIGHTS)
+        if self.config.evaluation.deliver == "best" and os.path.exists(best):
+            return best
+        return artifacts.path(model_dir, artifacts.FINAL_WEIGHTS)
 
     def evaluate(self, weights: str) -> dict[str, Any]:
         """BLEU/chrF of `weights` on the test split (beam search with the run's
@@ -180,19 +125,14 @@ class Runner:
         output = artifacts.path(model_dir, "test.hyp.txt")
         return evaluate_bleu(model, tokenizer, pairs, self.config.eval_search(), output_path=output)
 
-    def write_summary(
-        self, summary: dict[str, Any], weights: str, choice: dict[str, Any] | None = None
-    ) -> None:
-        """Add the dev-BLEU curve, the delivered weights (with `choice`, the comparison that
-        chose them) and (unless `eval_limit=0`) the test scores to training's `summary` and
-        write it to `MODEL_DIR/summary.json`."""
+    def write_summary(self, summary: dict[str, Any], weights: str) -> None:
+        """Add the dev-BLEU curve, the delivered weights and (unless `eval_limit=0`) the test
+        scores to training's `summary` and write it to `MODEL_DIR/summary.json`."""
         from keras_transformer.decoding.dev_bleu import best_record, load_history
 
         model_dir = self.config.run.model_dir
         history = load_history(model_dir)
         summary.update(dev_bleu=history, best_dev=best_record(history), weights=weights)
-        if choice is not None:
-            summary["weights_choice"] = choice
         if self.config.evaluation.eval_limit != 0:
             summary["test"] = self.evaluate(weights)
         with open(artifacts.path(model_dir, artifacts.SUMMARY_FILE), "w") as f:

@@ -106,98 +106,45 @@ def test_bad_arguments_name_the_value(kwargs, message, tmp_path):
 
 def test_training_config_checks_the_dev_flags():
     with pytest.raises(ValueError, match="eval_every_steps=0"):
-        TrainingConfig.from_flat(eval_every_steps=0, keep_best=True)
+        TrainingConfig.from_flat(eval_every_steps=0, early_stopping=2)
     with pytest.raises(ValueError, match="eval_decode='sampled'"):
         TrainingConfig.from_flat(eval_decode="sampled")
     with pytest.raises(ValueError, match="early_stopping=-2"):
         TrainingConfig.from_flat(early_stopping=-2)
 
 
-def _delivering_run(trained, tmp_path, best_bleu: float):
-    """A run directory holding the averaged weights (the fixture's), other best weights and a
-    dev curve whose best record has `best_bleu`, over a corpus whose dev split is PAIRS; and
-    a function of flags that returns a `Runner` of that directory."""
-    import shutil
-
+def test_the_run_delivers_the_weights_its_flag_names(tmp_path):
+    """`Runner.final_weights`: the averaged weights by default, the best dev-BLEU weights for
+    `deliver="best"` where an evaluation saved them, else the averaged ones."""
     from keras_transformer.runner import Runner
 
-    directory, model, _ = trained
-    run_dir = tmp_path / "run"
-    shutil.copytree(directory, run_dir)
-    keras.utils.set_random_seed(7)
-    other = keras.models.clone_model(model)  # the same shapes, other weights
-    other.build_from_config(model.get_build_config())
-    other.save_weights(run_dir / dev_bleu.BEST_WEIGHTS)
-    curve = [{"step": 5, "minutes": 0.1, "bleu": best_bleu, "chrf": 0.0, "seconds": 0.1}]
-    (run_dir / dev_bleu.DEV_BLEU_FILE).write_text(json.dumps(curve))
-    for split, pairs in (("train", PAIRS * 4), ("dev", PAIRS), ("test", PAIRS[:2])):
-        lines = "".join(f"{source}\t{target}\n" for source, target in pairs)
-        (tmp_path / f"c.{split}.tsv").write_text(lines)
+    def delivered(**flags):
+        cfg = TrainingConfig.from_flat(model_dir=str(tmp_path), **flags)
+        return Runner(cfg, export_dir="none").final_weights()
 
-    def runner(**flags):
-        return Runner(TrainingConfig.from_flat(
-            dataset=f"tsv:{tmp_path / 'c.train.tsv'}", model_dir=str(run_dir), model="tiny",
-            **{"eval_dev_pairs": len(PAIRS), **flags},
-        ))  # fmt: skip
-
-    return runner, run_dir
+    averaged = artifacts.path(str(tmp_path), artifacts.FINAL_WEIGHTS)
+    best = artifacts.path(str(tmp_path), dev_bleu.BEST_WEIGHTS)
+    open(best, "wb").close()
+    assert delivered() == delivered(deliver="averaged") == averaged
+    assert delivered(deliver="best") == best
+    os.remove(best)  # no evaluation saved best weights
+    assert delivered(deliver="best") == averaged
 
 
-WEIGHT_FILES = {"best": dev_bleu.BEST_WEIGHTS, "averaged": artifacts.FINAL_WEIGHTS}
+def test_deliver_flags_are_checked(capsys):
+    from keras_transformer.cli.train import build_parser
 
-
-def test_auto_compares_both_weights_on_held_out_dev_pairs(trained, tmp_path):
-    runner, run_dir = _delivering_run(trained, tmp_path, best_bleu=100.0)
-    weights, choice = runner(eval_dev_pairs=6).final_weights()
-    assert (choice["pairs"], choice["held_out"], choice["best_step"]) == (6, True, 5)
-    # The averaged weights' figure against an independent greedy decode of the held-out pairs.
-    _, model, tokenizer = trained
-    held = PAIRS[6:]
-    hypotheses, _ = Translator(model, tokenizer, SearchOptions(beam_size=1)).translate(
-        [source for source, _ in held]
-    )
-    expected = BLEU().corpus_score(hypotheses, [[target for _, target in held]]).score
-    assert choice["averaged_dev_bleu"] == pytest.approx(expected, abs=0.006)
-    # The other (random) weights do not beat the fixture's: the averaged ones are delivered,
-    # whatever the curve's record said (100).
-    assert choice["best_dev_bleu"] <= choice["averaged_dev_bleu"]
-    assert weights == str(run_dir / WEIGHT_FILES["averaged"]) and choice["delivered"] == "averaged"
-
-
-@pytest.mark.parametrize(
-    "averaged, best, p_value, delivered",
-    [(20.0, 25.0, 0.01, "best"), (20.0, 25.0, 0.2, "averaged"), (25.0, 20.0, 0.01, "averaged"),
-     (20.0, 20.0, 0.0, "averaged")],
-)  # fmt: skip
-def test_auto_delivers_the_best_only_when_significantly_better(
-    trained, tmp_path, monkeypatch, averaged, best, p_value, delivered
-):
-    from keras_transformer.decoding import evaluation
-
-    runner, run_dir = _delivering_run(trained, tmp_path, best_bleu=best)
-    monkeypatch.setattr(dev_bleu, "translate_with", lambda *a, **k: [["a"], ["b"]])
-    figures = {"baseline_bleu": averaged, "system_bleu": best, "p_value": p_value}
-    monkeypatch.setattr(evaluation, "paired_bleu", lambda *args: figures)
-    weights, choice = runner().final_weights()  # dev has PAIRS only: the curve's own pairs
-    assert (choice["held_out"], choice["pairs"]) == (False, len(PAIRS))
-    assert weights == str(run_dir / WEIGHT_FILES[delivered]) and choice["delivered"] == delivered
-
-
-def test_fixed_deliveries_score_nothing(trained, tmp_path, monkeypatch):
-    runner, run_dir = _delivering_run(trained, tmp_path, best_bleu=100.0)
-    monkeypatch.setattr(dev_bleu, "translate_with", None)  # called: a TypeError
-    cases = [({"deliver": "averaged"}, "averaged"), ({"deliver": "best"}, "best"),
-             ({"keep_best": True}, "best"), ({"eval_every_steps": 0}, "averaged")]  # fmt: skip
-    for flags, delivered in cases:
-        assert runner(**flags).final_weights() == (str(run_dir / WEIGHT_FILES[delivered]), None)
-    os.remove(run_dir / dev_bleu.BEST_WEIGHTS)  # no evaluation saved best weights
-    assert runner().final_weights() == (str(run_dir / WEIGHT_FILES["averaged"]), None)
-
-
-def test_deliver_flags_are_checked():
-    with pytest.raises(ValueError, match="deliver='everything'"):
-        TrainingConfig.from_flat(deliver="everything")
-    with pytest.raises(ValueError, match="keep_best=True, deliver='averaged'"):
-        TrainingConfig.from_flat(keep_best=True, deliver="averaged")
+    for value in ("everything", "auto"):
+        with pytest.raises(ValueError, match=f"deliver={value!r}"):
+            TrainingConfig.from_flat(deliver=value)
     with pytest.raises(ValueError, match="eval_every_steps=0, deliver='best'"):
         TrainingConfig.from_flat(eval_every_steps=0, deliver="best")
+    with pytest.raises(ValueError, match=r"Unknown TrainingConfig fields: \['keep_best'\]"):
+        TrainingConfig.from_flat(keep_best=True)
+    for argv, message in (
+        (["--deliver", "auto"], "invalid choice: 'auto'"),
+        (["--keep-best"], "unrecognized arguments: --keep-best"),
+    ):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
+        assert message in capsys.readouterr().err

@@ -18,12 +18,10 @@ from keras_transformer.data.tokenizer import train_sentencepiece
 # end-to-end runs of tests that check plumbing (resume, flags, summaries), not learning. In
 # float32 on every machine: tests compare their losses with float32 references, and the
 # default policy ("auto") trains in bfloat16 on CPUs with AVX512_BF16 or AMX. Dropout is
-# given too (the quick preset's depends on the corpus's size: `training.regularization`), and
-# the delivered weights (`--deliver auto` decodes the dev split twice more at the end: its own
-# tests are in tests/test_dev_bleu.py).
+# given too (the quick preset's depends on the corpus's size: `training.regularization`).
 TINY_TRAIN_FLAGS = [
     "--vocab-size", "60", "--num-layers", "1", "--d-model", "32", "--d-ff", "64",
-    "--num-heads", "2", "--mixed-precision", "none", "--dropout", "0", "--deliver", "averaged",
+    "--num-heads", "2", "--mixed-precision", "none", "--dropout", "0",
 ]  # fmt: skip
 
 SENTENCES = [
