@@ -19,24 +19,28 @@ def corpus(tmp_path):
 def test_a_small_corpus_gets_dropout(corpus):
     dataset, words = corpus
     assert words < regularization.SMALL_CORPUS_WORDS
-    cfg = regularization.resolve(TrainingConfig.from_flat(dataset=dataset))
+    cfg = regularization.with_quick_preset_dropout(TrainingConfig.from_flat(dataset=dataset))
     assert cfg.architecture.dropout == regularization.SMALL_CORPUS_DROPOUT
     assert cfg.architecture.model_config().dropout == regularization.SMALL_CORPUS_DROPOUT
 
 
-def test_a_large_corpus_keeps_the_presets_none(corpus, monkeypatch):
-    dataset, words = corpus
-    monkeypatch.setattr(regularization, "SMALL_CORPUS_WORDS", words)  # exactly the threshold
-    cfg = regularization.resolve(TrainingConfig.from_flat(dataset=dataset))
+def test_the_threshold_is_source_words_below_small_corpus_words():
+    limit = regularization.SMALL_CORPUS_WORDS
+    assert regularization.quick_preset_dropout(limit - 1) == regularization.SMALL_CORPUS_DROPOUT
+    assert regularization.quick_preset_dropout(limit) == 0.0
+    assert regularization.quick_preset_dropout(0) == regularization.SMALL_CORPUS_DROPOUT
+
+
+def test_the_bundled_corpus_keeps_the_presets_none():
+    """The default run's corpus (sample_en_de) is above the threshold: no dropout."""
+    cfg = regularization.with_quick_preset_dropout(TrainingConfig.from_flat())
     assert cfg.architecture.dropout == 0.0
-    monkeypatch.setattr(regularization, "SMALL_CORPUS_WORDS", words + 1)
-    assert regularization.resolve(TrainingConfig.from_flat(dataset=dataset)).architecture.dropout
 
 
 @pytest.mark.parametrize("flags", [{"dropout": 0.3}, {"dropout": 0.0}, {"model": "tiny"}])
 def test_a_given_dropout_or_another_preset_is_kept(corpus, flags):
     cfg = TrainingConfig.from_flat(dataset=corpus[0], **flags)
-    assert regularization.resolve(cfg) == cfg
+    assert regularization.with_quick_preset_dropout(cfg) == cfg
 
 
 def test_counting_stops_at_the_limit(corpus):

@@ -1,18 +1,19 @@
 """The quick preset's dropout, chosen by the size of the training corpus.
 
-    cfg = regularization.resolve(cfg)   # before the run's config is saved
+    cfg = regularization.with_quick_preset_dropout(cfg)   # before the run's config is saved
 
-A ten-minute run of the quick preset sees its corpus many times over: some 20M target tokens
-in 2600 updates, tens of epochs of the bundled 27k pairs and hundreds of a 5k-pair corpus. On
-the bundled corpus dropout only slows it; on small corpora the model learns them by heart
-and dropout pays. Measured under the same 2600-step budget
-(benchmarks/results/small_corpora.md): `SMALL_CORPUS_DROPOUT` beats no dropout on every
-corpus under `SMALL_CORPUS_WORDS` source words that we tried (12k, 63k and 142k words: +3.1,
-+1.1 and +2.8 dev BLEU), and loses 2.1 on the bundled corpus (392k words) above it.
+A ten-minute run of the quick preset sees its corpus many times over: tens of epochs of the
+bundled corpus and hundreds of a corpus of a few thousand pairs. On the bundled corpus dropout
+only slows it; on small corpora the model learns them by heart and dropout pays. The
+threshold and the rate come from a study of dropout by corpus size under the same update
+budget, in which `SMALL_CORPUS_DROPOUT` won on every corpus under `SMALL_CORPUS_WORDS` source
+words and lost on the bundled corpus above it (benchmarks/results/small_corpora.md, "Dropout",
+and its command: `python benchmarks/run.py recipe budget --steps 2600 ...`).
 
-`resolve` sets the preset's dropout explicitly (the run's `training_config.json` records it,
-so a resumed run keeps it; a child of `--init-from` is sized by its own corpus, its recipe
-being its own); a `--dropout` on the command line and the other presets keep theirs.
+`with_quick_preset_dropout` sets the preset's dropout explicitly (the run's
+`training_config.json` records it, so a resumed run keeps it; a child of `--init-from` is
+sized by its own corpus, its recipe being its own); a `--dropout` on the command line and the
+other presets keep theirs.
 """
 
 from __future__ import annotations
@@ -39,15 +40,22 @@ def corpus_words(cfg: TrainingConfig, limit: int) -> int:
     return words
 
 
-def resolve(cfg: TrainingConfig) -> TrainingConfig:
-    """`cfg` with the quick preset's dropout set by corpus size (unchanged otherwise)."""
+def quick_preset_dropout(source_words: int) -> float:
+    """The quick preset's dropout for a train split of `source_words` source words:
+    `SMALL_CORPUS_DROPOUT` under `SMALL_CORPUS_WORDS`, else none (0.0)."""
+    return SMALL_CORPUS_DROPOUT if source_words < SMALL_CORPUS_WORDS else 0.0
+
+
+def with_quick_preset_dropout(cfg: TrainingConfig) -> TrainingConfig:
+    """`cfg` with the quick preset's dropout set by its corpus size (`quick_preset_dropout`);
+    unchanged for another preset or a given `dropout`."""
     if cfg.architecture.model != "quick" or cfg.architecture.dropout is not None:
         return cfg
     words = corpus_words(cfg, SMALL_CORPUS_WORDS)
-    small = words < SMALL_CORPUS_WORDS
-    dropout = SMALL_CORPUS_DROPOUT if small else 0.0
+    dropout = quick_preset_dropout(words)
     logger.info(
         "Dropout %.1f for %s (%s source words%s; --dropout sets it)", dropout,
-        cfg.data.dataset, f"{words:,}", ", a small corpus" if small else " or more",
+        cfg.data.dataset, f"{words:,}",
+        ", a small corpus" if words < SMALL_CORPUS_WORDS else " or more",
     )  # fmt: skip
     return cfg.replace(dropout=dropout)

@@ -298,7 +298,7 @@ def train(
     `reserve(seconds_per_step, first_step_seconds)` seconds for the caller's work after
     training (`training.budget`)."""
     cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
-    cfg = regularization.resolve(cfg)  # the quick preset's dropout by corpus size
+    cfg = regularization.with_quick_preset_dropout(cfg)
     strategy, chief = _start(cfg)
     model, tokenizer, start_step = _prepare(cfg, strategy, chief)
     replicas = strategy.num_replicas_in_sync
