@@ -2,17 +2,23 @@
 
 TensorFlow allocates CPU tensors with the C library's `malloc`. With glibc's defaults every
 block above the mmap threshold (128 KiB, rising to at most 32 MiB) is a fresh `mmap` and is
-unmapped again when freed, so each training step pays page faults for its large tensors
-(the base model's logits for a 1024-token batch over 32000 words are 131 MB), and
-`tf.data.Dataset.from_generator` pins the trim threshold at 128 KiB besides ("Memory patch
-applied: M_TRIM_THRESHOLD=128 kb"), which hands freed heap back to the kernel as well.
-Measured on a 2-core CPU (benchmarks/README.md, "glibc malloc"): the quick preset spent 39%
-of its CPU time in the kernel, and a step took half the time with freed memory kept.
+unmapped again when freed, so each training step pays page faults for its large tensors (the
+logits of a batch: tokens x vocabulary floats), and `tf.data.Dataset.from_generator` pins the
+trim threshold at 128 KiB besides ("Memory patch applied: M_TRIM_THRESHOLD=128 kb"), which
+hands freed heap back to the kernel as well. The kernel time, page faults and step times with
+and without these settings: benchmarks/results/2026-11-25-benchmarks-history.md, "glibc malloc
+and tf.data autotuning" (`/usr/bin/time python pipelines/train_wmt.py --train-steps 120
+--eval-every-steps 0 --eval-limit 0 --export-dir none ...`, with
+`KERAS_TRANSFORMER_MALLOC=default` for glibc's settings).
 
 `keep_freed_memory()` turns `mmap` off for `malloc` and keeps a large pad on top of the heap:
 freed blocks are reused by the next step instead of being returned and faulted in again.
-The price is a resident size that stays at its peak. Commands call it at start-up; set
-`KERAS_TRANSFORMER_MALLOC=default` to leave glibc's settings alone.
+The price is a resident size that stays at its peak, which is the process's business: the
+package's commands (`keras_transformer.cli`) call it at start-up, and importing
+`keras_transformer` or any of its modules changes nothing. A program that uses the library
+(its own `model.fit`, `Runner`, `trainer.train`) calls `keep_freed_memory()` itself, before
+its first tensors, if it wants the same. `KERAS_TRANSFORMER_MALLOC=default` leaves glibc's
+settings alone in the commands too.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ log = logging.getLogger(__name__)
 
 
 def keep_freed_memory() -> bool:
-    """Set glibc's `malloc` to keep freed memory (see the module docstring).
+    """Set glibc's `malloc` to keep freed memory (see the module docstring). The package's
+    commands call it at start-up; a program using the library calls it itself, once, before
+    its first tensors (importing the package never does).
 
     Returns whether the settings were applied: False off glibc (macOS, Windows, musl), when
     `KERAS_TRANSFORMER_MALLOC=default`, or when `mallopt` refuses a value.

@@ -29,6 +29,9 @@ _PROBE = textwrap.dedent(
     libc.mallinfo2.restype = MallInfo2
     if sys.argv[1] == "keep":
         assert malloc.keep_freed_memory()
+    elif sys.argv[1] == "import":  # the library a program trains with, TensorFlow included
+        import keras_transformer, keras_transformer.model, keras_transformer.runner
+        import keras_transformer.training.trainer
     block = libc.malloc(64 * 1024 * 1024)
     print(libc.mallinfo2().hblkhd)
     libc.free(ctypes.c_void_p(block))
@@ -48,6 +51,13 @@ def test_large_blocks_come_from_the_heap_not_mmap():
     block = 64 * 1024 * 1024
     assert _mapped_bytes("default") >= block  # glibc's default: a block this size is mmapped
     assert _mapped_bytes("keep") < block
+
+
+@glibc_only
+def test_importing_the_library_leaves_glibc_alone():
+    """Only the commands keep freed memory: a program importing the package keeps glibc's
+    settings (a block this size is still mmapped) until it calls `keep_freed_memory()`."""
+    assert _mapped_bytes("import") >= 64 * 1024 * 1024
 
 
 @glibc_only
