@@ -123,12 +123,13 @@ class TransformerConfig:
     @classmethod
     def quick(cls, vocab_size: int, **overrides: Any) -> TransformerConfig:
         """The CPU quick-start model (`TrainingConfig`'s default): tiny's widths with 2 layers,
-        pre-norm and no dropout. Pre-norm learns about twice as fast per step in a ten-minute
-        run (benchmarks/results/recipe_study.md); 2 layers instead of 3 step 1.15x faster and,
-        in the same time with the planned run's decay, reached dev BLEU 24.60 against 23.68
-        (test 23.64 against 22.18: benchmarks/results/budget_study.md, rows l2_cooldown and
-        rsqrt_cooldown). A training run gives it dropout on a small
-        corpus (`training.regularization`)."""
+        pre-norm and no dropout. Pre-norm learned faster per step than the paper's post-norm
+        at equal steps (benchmarks/results/recipe_study.md: `python benchmarks/run.py recipe
+        --variants VARIANTS`); 2 layers step faster than 3 and learned more in the same time
+        with the planned run's decay (benchmarks/results/2026-11-25-budget-study-model-rows.md,
+        rows l2_cooldown and rsqrt_cooldown: `python benchmarks/run.py recipe budget --steps
+        2600 --extra ... --step-cost ...`). A training run gives it dropout on a small corpus
+        (`training.regularization`)."""
         values = dict(num_layers=2, d_model=128, d_ff=512, num_heads=4, dropout=0.0)
         values.update(norm_position="pre")
         values.update(overrides)  # norm_position too: --config quick --norm-position post
@@ -166,11 +167,12 @@ class TransformerConfig:
         return cls(**values)
 
 
-# The quick preset's length penalty: its ten-minute models end hypotheses early (brevity
-# penalty 0.89 on the dev split at the paper's 0.6). On the dev split, the default run's
-# alpha 0.6 / 1.0 / 1.2 / 1.4 gave BLEU 21.17 / 21.58 / 22.11 / 19.18, and two other quick
-# runs peaked at 1.2 too (benchmarks/README.md, "The quick preset's length penalty, and two
-# recipe changes at the full budget"); above 1.2 hypotheses run 12-17% long.
+# The quick preset's length penalty: its ten-minute models end hypotheses early at the
+# paper's 0.6 (BLEU's brevity penalty), a stronger length reward corrects that, and this alpha
+# gave the best dev BLEU for the default run and two other quick runs, hypotheses running long
+# above it (benchmarks/results/2026-11-25-benchmarks-history.md, "The quick preset's
+# length penalty, and two recipe changes at the full budget": `python pipelines/evaluate.py
+# --model-dir RUN --split dev --alpha A`).
 QUICK_EVAL_ALPHA = 1.2
 
 
@@ -184,10 +186,11 @@ def eval_alpha_for(model: str, eval_alpha: float | None = None) -> float:
 
 
 # The quick preset's wall-clock limit on training (`model.fit`, evaluations included): the
-# default command must train in at most ten minutes on a 2-core CPU whatever its speed. At
-# 9.5 minutes, the few seconds after the stop (last dev evaluation, validation pass,
-# checkpoint) stay inside ten. On the AMX Xeon the default run's 2000 steps fit inside it; a
-# slower CPU stops earlier, with fewer steps (benchmarks/README.md, "A ten-minute limit").
+# default command must train in at most ten minutes on a 2-core CPU whatever its speed; the
+# work after the stop (last dev evaluation, validation pass, checkpoint) stays inside ten,
+# and a slower CPU stops earlier, with fewer steps
+# (benchmarks/results/2026-11-25-benchmarks-history.md, "A ten-minute limit on training":
+# `python pipelines/train_wmt.py` with timestamps on every line).
 QUICK_TRAIN_MINUTES = 9.5
 
 
@@ -197,10 +200,10 @@ QUICK_TRAIN_MINUTES = 9.5
 # minutes plus the install on any CPU.
 QUICK_BUDGET_MINUTES = 10.0
 DEFAULT_TRAIN_STEPS = 2000  # a run with neither train_steps nor a budget
-# The decay of a run planned to a budget (`training.schedule`): the best of the four shapes in
-# the budget study (benchmarks/results/budget_study.md, 2600 steps, 2-core EPYC, 2026-11-25):
-# dev BLEU (whole dev split, beam 4, best averaging window) rsqrt_cooldown 23.68, cosine 23.52,
-# rsqrt 23.31, linear 23.06; test BLEU 22.18 / 21.89 / 22.10 / 21.85. One seed.
+# The decay of a run planned to a budget (`training.schedule`): the best dev BLEU of the four
+# shapes in the budget study, one seed (benchmarks/results/budget_study.md, rows rsqrt,
+# rsqrt_cooldown, linear and cosine: `python benchmarks/run.py recipe budget --steps 2600
+# --runs-dir RUNS --output-dir OUT`).
 PLANNED_DECAY = "rsqrt_cooldown"
 MIN_STEP_SECONDS = 0.01  # a planned run's bound on steps before its plan: budget / this
 
@@ -281,20 +284,20 @@ class DocumentOptions:
             else between words) and every part is translated; "truncate" keeps only its first
             `max_length - 1` pieces (the behaviour before documents; eager calls warn).
         max_segment_pieces: the longest segment sent to the model, in pieces; None: a quarter
-            of the model's `max_length` (32 for the quick preset's 128). Measured on the quick
-            preset's dev split (benchmarks/README.md, "Whole inputs"): limits 16 / 24 / 32 /
-            48 / 64 / none gave BLEU 21.9 / 23.5 / 23.9 / 23.6 / 23.5 / 23.5 on its sentences
-            and 15.2 / 14.5 / 14.2 / 12.6 / 11.4 / 9.8 on documents stripped of punctuation.
+            of the model's `max_length`: the best dev BLEU of the quick preset on sentences
+            and close to the best on documents stripped of punctuation
+            (benchmarks/results/2026-11-25-benchmarks-history.md, "Whole inputs: documents
+            against sentences, and where to cut a long sentence": `python pipelines/evaluate.py
+            --split dev --segment --max-segment-pieces L`).
         max_input_bytes: longer inputs are refused (InvalidArgumentError, INVALID_ARGUMENT
             over TF Serving) with a message that names the limit. A policy, not a measured
-            optimum: 50,000 bytes took 4.3 s and 1.7 GB of peak memory with the quick model
-            on a 2-core CPU (memory is bounded by `batch_size`, time grows with the input), so
-            100,000 bytes (about 15,000 words) hold a server for about 9 s at most.
+            optimum: memory is bounded by `batch_size` and time grows with the input, so the
+            limit (about 15,000 words) bounds how long one request holds a server.
         batch_size: segments per beam search; the segments of a batch of inputs are sorted
-            by length and searched in batches of this size. 128 measured fastest on a 2-core
-            CPU (benchmarks/README.md, "Whole inputs"): with 8 / 32 documents a call,
-            16, 32, 64, 128 gave 61 / -, 69 / 79, 72 / 89, 79 / 96 sentences/s, and 256
-            gave 90 with 32 documents a call.
+            by length and searched in batches of this size, the fastest size measured on a
+            2-core CPU (benchmarks/results/2026-11-25-benchmarks-history.md, "Whole inputs:
+            documents against sentences, and where to cut a long sentence": `python
+            benchmarks/serving_benchmark.py --export-dir EXPORT --documents N`).
     """
 
     segment: bool = True
@@ -534,7 +537,7 @@ class EvaluationConfig:
     eval_beam_size: int = option(
         SearchOptions.beam_size, "beam size of the final test-set evaluation (paper: 4)"
     )
-    # None: `eval_alpha_for(model)`; 1.2 for quick: +0.9 dev BLEU over the paper's 0.6.
+    # None: `eval_alpha_for(model)` (`QUICK_EVAL_ALPHA` for quick, chosen on the dev split).
     eval_alpha: float | None = option(
         None,
         "length penalty alpha of the final evaluation and the export; None: 1.2 for the quick "
@@ -639,14 +642,13 @@ class DistributionConfig:
     mixed_precision: str = option(
         "auto",
         "compute dtype policy; logits and loss stay float32. auto: mixed_bfloat16 on a machine "
-        "without GPUs whose CPU has bfloat16 arithmetic (AVX512_BF16 or AMX; 1.27x faster "
-        "default command, same BLEU), else none (float32)",
+        "without GPUs whose CPU has bfloat16 arithmetic (AVX512_BF16 or AMX: faster, same "
+        "BLEU; see training/precision.py), else none (float32)",
         choices=MIXED_PRECISION,
     )
     jit_compile: bool = option(False, "XLA-compile the train step")
-    # On a 2-core CPU runs reproduce bit for bit with or without it, at the same speed (tiny
-    # model: 1.28 s/step with it, 1.35 without, within the noise); on GPUs it makes reruns
-    # and resumed runs bit-identical, and can cost speed there.
+    # On a CPU runs reproduce bit for bit with or without it; on GPUs it makes reruns and
+    # resumed runs bit-identical, and can cost speed there.
     deterministic: bool = option(
         False,
         "enable TF op determinism (deterministic GPU kernels); CPU runs are bit-reproducible "
@@ -668,8 +670,8 @@ class RunConfig:
     model_dir: str = option(
         "runs/sample_en_de", "output directory; an existing run there is resumed"
     )
-    # 500: a validation pass over the bundled 609 dev pairs costs about 6 s on a 2-core CPU,
-    # 2 of the default run's 15 minutes at 100.
+    # 500: a validation pass over the bundled dev split costs seconds on a 2-core CPU, too
+    # many for a ten-minute run at a shorter interval.
     steps_per_epoch: int = option(500, "steps between dev-set evaluations (a Keras epoch)")
     checkpoint_every_steps: int = option(100, "checkpoint interval in steps")
     checkpoint_every_minutes: float = option(
@@ -719,12 +721,13 @@ class TrainingConfig:
         cfg.recipe.train_steps, cfg.run.model_dir                       # read by section
 
     Defaults train the `quick` model on the bundled En-De corpus in about ten minutes on a
-    2-core CPU. They come from a measured comparison (benchmarks/results/recipe_study.md, equal
-    steps, dev loss/accuracy and test BLEU): pre-norm with no dropout at the paper's learning
-    rate (scale 1, warm-up 400) learns about twice as fast per step as post-norm, whose best
-    rate (scale 0.5, no dropout) sits next to a divergence at scale 2, while pre-norm still
-    trains at twice its rate; dropout 0.1 slows a run of a few epochs (tiny, 1800 steps: test
-    BLEU 0.75 with it at scale 1, 13.4 without it at scale 0.5). Label smoothing 0.1,
+    2-core CPU. They come from a measured comparison at equal steps, dev loss/accuracy and
+    test BLEU (benchmarks/results/recipe_study.md, and
+    benchmarks/results/2026-11-25-benchmarks-history.md, "Recipe study for the default run":
+    `python benchmarks/run.py recipe --variants VARIANTS`): pre-norm with no dropout at the
+    paper's learning rate (scale 1, warm-up 400) learns faster per step than post-norm, whose
+    best rate (scale 0.5, no dropout) sits next to a divergence, while pre-norm still trains at
+    twice its rate; dropout 0.1 slows a run of a few epochs. Label smoothing 0.1,
     1536-token batches (many small updates), vocabulary 4000, max_length 128 and averaging the
     last 5 checkpoints (100 steps apart) stay as they were. The paper's base recipe:
     `model="base", batch_tokens=25000` (global, over 8 GPUs), `warmup_steps=4000,

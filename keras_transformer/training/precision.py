@@ -2,11 +2,14 @@
 
 "auto" picks "mixed_bfloat16" on a machine without GPUs whose CPU has bfloat16 arithmetic
 (the `avx512_bf16` or `amx_bf16` flag of /proc/cpuinfo: oneDNN then runs the matrix products
-in bfloat16), and "none" (float32) everywhere else. Measured on a 2-core AMX Xeon, the default
-command (`quick`, 2000 steps): 4868 against 3837 target tokens/s inside the steps (1.27x) with
-the same test BLEU (19.71 against 19.73); benchmarks/README.md, "bfloat16 training on an AMX
-CPU". Without those flags TensorFlow emulates bfloat16 and nothing is gained (AVX2 VM:
-`train_benchmark.py`, no faster), and GPUs were not measured, so they keep float32.
+in bfloat16), and "none" (float32) everywhere else. On such a CPU the default command trained
+faster in bfloat16 with the same test BLEU (benchmarks/results/2026-11-25-benchmarks-history.md,
+"bfloat16 training on an AMX CPU": `python pipelines/train_wmt.py` with and without
+`--mixed-precision mixed_bfloat16`). Without those flags TensorFlow emulates bfloat16 and
+nothing is gained (the same file, "Recipe study for the default run", XLA and bfloat16:
+`train_benchmark.py --config tiny --vocab-size 4000 --batch-tokens 1536 --length 32 --steps
+30 --warmup 3 [--mixed-precision mixed_bfloat16]`), and GPUs were not measured, so they keep
+float32.
 """
 
 from __future__ import annotations
