@@ -12,8 +12,8 @@ against non-finite gradients and accumulating gradients over micro-batches.
   their gradients; `iterations` and the schedule count updates. A non-finite micro-batch adds
   zeros (the update averages the others' gradients over K).
 
-Its variables are those of `keras.optimizers.Adam` (the counters are kept out of them), so a
-checkpoint loads into either.
+Without accumulation its variables are those of `keras.optimizers.Adam` (the skip counter is
+kept out of them, in the checkpoint's training_state), so a checkpoint loads into either.
 """
 
 from __future__ import annotations
