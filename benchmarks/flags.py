@@ -26,14 +26,6 @@ FLAGS = {
     "json": {"help": "also write the result to this file"},
     "model_dir": {"help": "a trained run (model directory)"},
     "output_dir": {"help": "where the JSON, table and plot go"},
-    "runs_dir": {"help": "model directories of the rows"},
-    "rerun": {"action": "store_true", "help": "train again rows already in the table"},
-    "list": {"action": "store_true", "help": "print the rows and exit"},
-    "extra": {
-        "action": "append",
-        "metavar": "NAME=FLAGS",
-        "help": "an ad-hoc row: NAME=FLAGS (train_wmt.py flags); may be repeated",
-    },
 }
 
 
@@ -52,8 +44,6 @@ def add(parser: argparse.ArgumentParser, **flags) -> None:
             raise ValueError(f"Unknown shared flag. Received: name={name!r}")
         spec = dict(FLAGS[name])
         spec.update(value if isinstance(value, dict) else {"default": value})
-        if spec.get("action") == "append":
-            spec.setdefault("default", [])
         parser.add_argument("--" + name.replace("_", "-"), **spec)
 
 

@@ -12,7 +12,6 @@ are the cost of what a part adds:
     + backward         the gradients of the loss (GradientTape)
       (log-softmax)    the same with the loss written through the log-softmax, as before
     + adam (keras)     Keras 3's Adam update (element-wise ops, one pass each)
-    + adam (fused)     the same update with `FusedAdam` (TensorFlow's `ResourceApplyAdam`)
     fit step           `model.train_on_batch` as the pipeline compiles it (our optimizer,
                        loss and metrics): Keras' own overhead is fit step - the parts above
     fit step, no metrics   the same without the token metrics (accuracy, perplexity, count)
@@ -31,7 +30,7 @@ import time
 from benchmarks import flags, machine
 
 
-def _parts(model, loss_fn, optimizer, fused_adam, inputs, labels):
+def _parts(model, loss_fn, optimizer, inputs, labels):
     import tensorflow as tf
 
     variables = model.trainable_variables
@@ -63,17 +62,12 @@ def _parts(model, loss_fn, optimizer, fused_adam, inputs, labels):
     def keras_adam():
         optimizer.apply(_grads(), variables)
 
-    @tf.function
-    def fused():
-        fused_adam.apply(_grads(), variables)
-
     return {
         "forward": forward,
         "+ loss": forward_loss,
         "+ backward": backward,
         "+ backward, log-softmax loss": backward_log_softmax_loss,
         "+ adam (keras)": keras_adam,
-        "+ adam (fused)": fused,
     }
 
 
@@ -93,7 +87,6 @@ def run(args) -> dict:
     import tensorflow as tf
 
     from keras_transformer import TransformerConfig, build_transformer
-    from keras_transformer.training.fused_adam import FusedAdam
     from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
     from keras_transformer.training.schedule import TransformerSchedule
 
@@ -108,9 +101,7 @@ def run(args) -> dict:
     schedule = TransformerSchedule(config.d_model)
     optimizer = keras.optimizers.Adam(schedule, 0.9, 0.98, 1e-9)
     optimizer.build(model.trainable_variables)
-    fused_adam = FusedAdam(schedule, 0.9, 0.98, 1e-9)  # its own slots and step
-    fused_adam.build(model.trainable_variables)
-    parts = _parts(model, loss_fn, optimizer, fused_adam, inputs, labels)
+    parts = _parts(model, loss_fn, optimizer, inputs, labels)
 
     from keras_transformer.config import TrainingConfig
     from keras_transformer.training.trainer import compile_model
@@ -172,8 +163,6 @@ def _table(result) -> str:
         f"| + backward, log-softmax loss instead | {s['+ backward, log-softmax loss']:.3f} | "
         f"{s['+ backward, log-softmax loss'] - s['+ loss']:.3f} | |"
     )
-    fused = s["+ adam (fused)"]
-    rows.append(f"| + adam (fused), instead | {fused:.3f} | {fused - s['+ backward']:.3f} | |")
     rows.append(f"| fit step (train_on_batch) | {s['fit step']:.3f} | | |")
     rows.append(f"| fit step without metrics | {s['fit step, no metrics']:.3f} | | |")
     return "\n".join(rows)
