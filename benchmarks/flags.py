@@ -30,7 +30,7 @@ FLAGS = {
 
 
 def parser(prog: str | None, description: str) -> argparse.ArgumentParser:
-    """A workload's parser: `prog` as the runner names it, its module docstring as help."""
+    """A workload's parser: `prog` as the command names it, its module docstring as help."""
     return argparse.ArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -55,6 +55,6 @@ def write_json(result: dict, path: str | None) -> None:
 
 
 def command(prog: str, argv: list[str]) -> str:
-    """The command line of a run, as results record it: `prog` (the runner's words up to the
+    """The command line of a run, as results record it: `prog` (the command's words up to the
     flags, e.g. "python benchmarks/run.py decode sweep"), then `argv`."""
     return shlex.join([*shlex.split(prog), *argv])

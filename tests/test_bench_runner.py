@@ -1,6 +1,6 @@
-"""The benchmark runner (`benchmarks/run.py`, `python -m benchmarks`) on tiny shapes (ours
-only), its dispatch to every workload, and the peers' models against ours: equal parameter
-counts are an independent check that every system does the same work."""
+"""The benchmark command (`benchmarks/run.py`, `python -m benchmarks`: `benchmarks.catalog`)
+on tiny shapes (ours only), its dispatch to every workload, and the peers' models against
+ours: equal parameter counts are an independent check that every system does the same work."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ CONFIGS = ("tiny", "quick")  # post-norm and pre-norm
 
 @pytest.fixture(scope="module")
 def bench():
-    """`benchmarks.runner`, with the repository root (the `benchmarks` package) importable."""
+    """`benchmarks.catalog`, with the repository root (the `benchmarks` package) importable."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(ROOT))
-        yield importlib.import_module("benchmarks.runner")
+        yield importlib.import_module("benchmarks.catalog")
 
 
-# The runner's earlier form (`--workload X`, quoted in results) and the positional one.
+# The command's earlier form (`--workload X`, quoted in results) and the positional one.
 @pytest.mark.parametrize("words", [["--workload", "train"], ["decode"]], ids=" ".join)
 def test_runner_reports_tokens_per_second(bench, words, tmp_path, capsys):
     path = tmp_path / "result.json"

@@ -1,12 +1,14 @@
-"""The benchmark runner: one command, a workload per question, the kinds of measurement under it.
+"""The catalog of benchmarks: each workload (a question people rerun) maps its kinds of
+measurement to the module that runs them, and `main` runs the one a command names.
 
     python benchmarks/run.py WORKLOAD [KIND] [FLAGS]     # or: python -m benchmarks ...
     python benchmarks/run.py train --with-peers --json /tmp/train.json
     python benchmarks/run.py train fit --config tiny --batch-tokens 3072 --steps 30
     python benchmarks/run.py WORKLOAD [KIND] --help      # that measurement's flags
 
-KIND defaults to the first one listed under its workload. `--workload WORKLOAD` (the runner's
-earlier form, quoted in results) is the same as the positional WORKLOAD.
+KIND defaults to the first one listed under its workload. `--workload WORKLOAD` (the earlier
+form, quoted in results) is the same as the positional WORKLOAD. Finished studies are not
+here: their results and the commit that ran them are dated files in benchmarks/results/.
 """
 
 from __future__ import annotations
