@@ -1,2 +1,2 @@
-"""The benchmarks of keras-transformer, one runner: `python -m benchmarks WORKLOAD [KIND] ...`
-(or `python benchmarks/run.py ...`); `benchmarks/runner.py` lists the workloads."""
+"""The benchmarks of keras-transformer, one command: `python -m benchmarks WORKLOAD [KIND] ...`
+(or `python benchmarks/run.py ...`); `benchmarks/catalog.py` lists the workloads."""

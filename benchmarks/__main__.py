@@ -1,7 +1,7 @@
-"""`python -m benchmarks WORKLOAD [KIND] [FLAGS]`: the benchmark runner (`benchmarks.runner`)."""
+"""`python -m benchmarks WORKLOAD [KIND] [FLAGS]`: the benchmark command (`benchmarks.catalog`)."""
 
 import sys
 
-from benchmarks.runner import main
+from benchmarks.catalog import main
 
 sys.exit(main(prog="python -m benchmarks"))

@@ -32,11 +32,7 @@ from keras_transformer.decoding import (  # noqa: E402
     decode,
     incremental_decoder,
 )
-from keras_transformer.decoding.incremental import (  # noqa: E402
-    StepFunction,
-    incremental_decoder_with_shared,
-    per_item_decoder,
-)
+from keras_transformer.decoding.incremental import per_item_decoder  # noqa: E402
 
 
 def parse_args(argv, prog: str | None = None):
@@ -55,23 +51,16 @@ def parse_args(argv, prog: str | None = None):
     return parser.parse_args(argv)
 
 
-def forced_search(model, config, beam_size, steps, cache="slots", scores=False):
-    """A tf.function: source ids -> beam search (or greedy for beam 1) of exactly `steps`,
-    the ids (and with `scores`, the scores). `cache` "slots": the per-source cache
-    `translator` decodes with (`incremental.per_item_decoder`); "rows": a row per hypothesis,
-    reordered by gather every step (`incremental.incremental_decoder_with_shared`, the design
-    before issue 40)."""
+def forced_search(model, config, beam_size, steps):
+    """A tf.function: source ids (batch, src_len) -> ids (batch, beam, 1 + steps), BOS
+    first, of a beam search (greedy for beam 1) of exactly `steps`, with the per-source
+    cache that `translator` decodes with (`incremental.per_item_decoder`)."""
     no_eos = tf.one_hot(config.eos_id, config.vocab_size, on_value=float("-inf"))  # (vocab,)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def run(source):
         memory, mask = model.encode(source)
-        if cache == "slots":
-            step = per_item_decoder(model, memory, mask, beam_size)
-        else:
-            step = StepFunction(
-                *incremental_decoder_with_shared(model, memory, mask, rows_per_item=beam_size)
-            )
+        step = per_item_decoder(model, memory, mask, beam_size)
 
         def forced(ids, t, state, shared):
             logits, state = step.fn(ids, t, state, shared)
@@ -84,9 +73,9 @@ def forced_search(model, config, beam_size, steps, cache="slots", scores=False):
             if beam_size == 1
             else BeamSearch(config.vocab_size, SearchOptions(beam_size=beam_size))
         )  # alpha 0.6; fmt: skip
-        ids, found = decode(strategy, forced, bos, step.cache, steps, loop, shared=step.shared,
-                            reorder_cache=step.reorder_cache)  # fmt: skip
-        return (ids, found) if scores else ids
+        ids, _ = decode(strategy, forced, bos, step.cache, steps, loop, shared=step.shared,
+                        reorder_cache=step.reorder_cache)  # fmt: skip
+        return ids
 
     return run
 

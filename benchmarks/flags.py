@@ -26,19 +26,11 @@ FLAGS = {
     "json": {"help": "also write the result to this file"},
     "model_dir": {"help": "a trained run (model directory)"},
     "output_dir": {"help": "where the JSON, table and plot go"},
-    "runs_dir": {"help": "model directories of the rows"},
-    "rerun": {"action": "store_true", "help": "train again rows already in the table"},
-    "list": {"action": "store_true", "help": "print the rows and exit"},
-    "extra": {
-        "action": "append",
-        "metavar": "NAME=FLAGS",
-        "help": "an ad-hoc row: NAME=FLAGS (train_wmt.py flags); may be repeated",
-    },
 }
 
 
 def parser(prog: str | None, description: str) -> argparse.ArgumentParser:
-    """A workload's parser: `prog` as the runner names it, its module docstring as help."""
+    """A workload's parser: `prog` as the command names it, its module docstring as help."""
     return argparse.ArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -52,8 +44,6 @@ def add(parser: argparse.ArgumentParser, **flags) -> None:
             raise ValueError(f"Unknown shared flag. Received: name={name!r}")
         spec = dict(FLAGS[name])
         spec.update(value if isinstance(value, dict) else {"default": value})
-        if spec.get("action") == "append":
-            spec.setdefault("default", [])
         parser.add_argument("--" + name.replace("_", "-"), **spec)
 
 
@@ -65,6 +55,6 @@ def write_json(result: dict, path: str | None) -> None:
 
 
 def command(prog: str, argv: list[str]) -> str:
-    """The command line of a run, as results record it: `prog` (the runner's words up to the
+    """The command line of a run, as results record it: `prog` (the command's words up to the
     flags, e.g. "python benchmarks/run.py decode sweep"), then `argv`."""
     return shlex.join([*shlex.split(prog), *argv])

@@ -12,8 +12,6 @@ are the cost of what a part adds:
     + backward         the gradients of the loss (GradientTape)
       (log-softmax)    the same with the loss written through the log-softmax, as before
     + adam (keras)     Keras 3's Adam update (element-wise ops, one pass each)
-    + adam (guarded)   the same update with the run's `GuardedAccumulatingAdam` (its check
-                       for non-finite gradients added)
     fit step           `model.train_on_batch` as the pipeline compiles it (our optimizer,
                        loss and metrics): Keras' own overhead is fit step - the parts above
     fit step, no metrics   the same without the token metrics (accuracy, perplexity, count)
@@ -32,7 +30,7 @@ import time
 from benchmarks import flags, machine
 
 
-def _parts(model, loss_fn, optimizer, guarded_adam, inputs, labels):
+def _parts(model, loss_fn, optimizer, inputs, labels):
     import tensorflow as tf
 
     variables = model.trainable_variables
@@ -64,17 +62,12 @@ def _parts(model, loss_fn, optimizer, guarded_adam, inputs, labels):
     def keras_adam():
         optimizer.apply(_grads(), variables)
 
-    @tf.function
-    def guarded():
-        guarded_adam.apply(_grads(), variables)
-
     return {
         "forward": forward,
         "+ loss": forward_loss,
         "+ backward": backward,
         "+ backward, log-softmax loss": backward_log_softmax_loss,
         "+ adam (keras)": keras_adam,
-        "+ adam (guarded)": guarded,
     }
 
 
@@ -95,7 +88,6 @@ def run(args) -> dict:
 
     from keras_transformer import TransformerConfig, build_transformer
     from keras_transformer.training.losses import MaskedLabelSmoothedCrossEntropy
-    from keras_transformer.training.optimizer import GuardedAccumulatingAdam
     from keras_transformer.training.schedule import TransformerSchedule
 
     config = TransformerConfig.preset(args.config, args.vocab_size, max_length=args.length)
@@ -109,9 +101,7 @@ def run(args) -> dict:
     schedule = TransformerSchedule(config.d_model)
     optimizer = keras.optimizers.Adam(schedule, 0.9, 0.98, 1e-9)
     optimizer.build(model.trainable_variables)
-    guarded_adam = GuardedAccumulatingAdam(schedule, 0.9, 0.98, 1e-9)  # its own slots and step
-    guarded_adam.build(model.trainable_variables)
-    parts = _parts(model, loss_fn, optimizer, guarded_adam, inputs, labels)
+    parts = _parts(model, loss_fn, optimizer, inputs, labels)
 
     from keras_transformer.config import TrainingConfig
     from keras_transformer.training.trainer import compile_model
@@ -173,8 +163,6 @@ def _table(result) -> str:
         f"| + backward, log-softmax loss instead | {s['+ backward, log-softmax loss']:.3f} | "
         f"{s['+ backward, log-softmax loss'] - s['+ loss']:.3f} | |"
     )
-    guarded, backward = s["+ adam (guarded)"], s["+ backward"]
-    rows.append(f"| + adam (guarded), instead | {guarded:.3f} | {guarded - backward:.3f} | |")
     rows.append(f"| fit step (train_on_batch) | {s['fit step']:.3f} | | |")
     rows.append(f"| fit step without metrics | {s['fit step, no metrics']:.3f} | | |")
     return "\n".join(rows)

@@ -1,4 +1,4 @@
-"""`python benchmarks/run.py WORKLOAD [KIND] [FLAGS]`: the benchmark runner (`benchmarks.runner`),
+"""`python benchmarks/run.py WORKLOAD [KIND] [FLAGS]`: the benchmark command (`benchmarks.catalog`),
 the same as `python -m benchmarks` from the repository root.
 
 Python puts this script's folder first on `sys.path`, not the repository root that holds the
@@ -9,6 +9,6 @@ import sys
 
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from benchmarks.runner import main  # noqa: E402  (once the root is on sys.path)
+from benchmarks.catalog import main  # noqa: E402  (once the root is on sys.path)
 
 sys.exit(main(prog="python benchmarks/run.py"))

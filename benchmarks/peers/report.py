@@ -21,7 +21,7 @@ def _version(package: str) -> str | None:
 
 
 def environment(prog: str, argv: list[str], malloc_setting: str) -> dict:
-    """Machine, versions, date, the command (`prog`, the runner's words up to the flags, then
+    """Machine, versions, date, the command (`prog`, the command's words up to the flags, then
     `argv`), the OpenMP wait policy and the malloc setting of a run."""
     return {
         "machine": machine.description(),

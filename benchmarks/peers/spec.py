@@ -12,7 +12,7 @@ from keras_transformer.constants import BOS_ID, EOS_ID  # both plain Python: no 
 
 
 class Unsupported(Exception):
-    """A system that cannot run this workload (the runner reports it as skipped, with why)."""
+    """A system that cannot run this workload (reported as skipped, with why)."""
 
 
 FIRST_WORD_ID = EOS_ID + 1  # random ids after the special ids: no padding, no EOS in inputs

@@ -1,12 +1,14 @@
-"""The benchmark runner: one command, a workload per question, the kinds of measurement under it.
+"""The catalog of benchmarks: each workload (a question people rerun) maps its kinds of
+measurement to the module that runs them, and `main` runs the one a command names.
 
     python benchmarks/run.py WORKLOAD [KIND] [FLAGS]     # or: python -m benchmarks ...
     python benchmarks/run.py train --with-peers --json /tmp/train.json
     python benchmarks/run.py train fit --config tiny --batch-tokens 3072 --steps 30
     python benchmarks/run.py WORKLOAD [KIND] --help      # that measurement's flags
 
-KIND defaults to the first one listed under its workload. `--workload WORKLOAD` (the runner's
-earlier form, quoted in results) is the same as the positional WORKLOAD.
+KIND defaults to the first one listed under its workload. `--workload WORKLOAD` (the earlier
+form, quoted in results) is the same as the positional WORKLOAD. Finished studies are not
+here: their results and the commit that ran them are dated files in benchmarks/results/.
 """
 
 from __future__ import annotations
@@ -43,8 +45,6 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
     "decode": {
         "peers": Kind("side_by_side", f"output tokens/s of beam search: {PEERS}", "decode"),
         "sweep": Kind("decode_benchmark", "tokens/s by batch and length, time per step"),
-        "ab": Kind("decode_ab", "beam-search designs A/B in one process, alternating rounds"),
-        "layout": Kind("kernel_layout", "a decoding step's products under three kernel layouts"),
     },
     "scaling": {
         "peers": Kind(
@@ -58,18 +58,10 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
         "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),
         "curves": Kind("compare_curves", "dev BLEU against steps and minutes of several runs"),
     },
-    "recipe": {
-        "study": Kind("recipe_study", "named train_wmt.py variants, one after another"),
-        "budget": Kind("budget_study", "the quick recipe's rows under a fixed step budget"),
-    },
     "profile": {
         "tf": Kind("profile_train_step", "where a TensorFlow train step's time goes"),
         "jax": Kind("profile_train_step_jax", "where a JAX (GPU) train step's time goes"),
         "input": Kind("input_pipeline", "padding waste and speed of the input pipeline"),
-    },
-    "corpus": {  # tools: data for the recipe study, no measurement
-        "toy": Kind("make_toy_corpus", "writes a rule-based En-De toy corpus"),
-        "gettext": Kind("make_gettext_corpora", "writes two corpora from gettext catalogs"),
     },
 }
 
