@@ -43,8 +43,6 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
     "decode": {
         "peers": Kind("side_by_side", f"output tokens/s of beam search: {PEERS}", "decode"),
         "sweep": Kind("decode_benchmark", "tokens/s by batch and length, time per step"),
-        "ab": Kind("decode_ab", "beam-search designs A/B in one process, alternating rounds"),
-        "layout": Kind("kernel_layout", "a decoding step's products under three kernel layouts"),
     },
     "scaling": {
         "peers": Kind(

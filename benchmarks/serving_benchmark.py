@@ -23,16 +23,6 @@ the whole test split translated in batches of each size, by A and by B alternate
 (`--iterations` rounds, every other one B first), sentences/s of each, and how many
 translations differ.
 
-`--compare-padding` is the same A/B of two exports of one model, traced with the decoder's
-kernels as they are (A, `KERAS_TRANSFORMER_PAD_KERNELS=0`) and padded (B, `=1`;
-`keras_transformer.layers.padded_dense`). `--untrained base` stands in for a trained
-base-size run: the preset's sizes with random weights (seed 0) and a `--vocab-size`
-SentencePiece model of the bundled En-De training split, whose searches run to their maximum
-length (input + 50). `--sentences N` takes the first N test sentences (default 1000):
-
-    ONEDNN_MAX_CPU_ISA=AVX2 python benchmarks/run.py serving --untrained base \
-        --compare-padding --batch-sizes 64 --sentences 256 --iterations 4
-
 `--load SECONDS` is a load test: `--clients` (32) concurrent gRPC clients send the mix of
 `keras_transformer.serving.load` (short sentences, documents, n-best, sampling, score, hostile
 inputs) to the test double in its own process; requests, failures, sentences/s, p50/p99
@@ -53,7 +43,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from unittest import mock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -66,7 +55,6 @@ from keras_transformer import onednn  # noqa: E402
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
 from keras_transformer.decoding.evaluation import group_documents  # noqa: E402
-from keras_transformer.decoding.incremental import PAD_KERNELS_ENV  # noqa: E402
 from keras_transformer.serving import client, load  # noqa: E402
 from keras_transformer.serving.export import export_savedmodel  # noqa: E402
 
@@ -94,16 +82,6 @@ def export_dir_for(args, workdir: str) -> str:
     if args.export_dir:
         return args.export_dir
     return _export(args, model_dir_for(args, workdir), workdir)
-
-
-def export_padded_and_not(args, workdir: str) -> dict:
-    """{"A": export traced with Keras' kernels, "B": with padded kernels} of one model."""
-    model_dir = model_dir_for(args, workdir)
-    paths = {}
-    for name, value in (("A", "0"), ("B", "1")):
-        with mock.patch.dict(os.environ, {PAD_KERNELS_ENV: value}):  # read while tracing
-            paths[name] = _export(args, model_dir, os.path.join(workdir, f"pad_kernels_{value}"))
-    return paths
 
 
 def measure(call, sentences: list[str], batch: int, iterations: int, warmup: int = 2) -> dict:
@@ -223,11 +201,6 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
         "split at each --batch-sizes, alternating; differing translations)",
     )  # fmt: skip
     parser.add_argument(
-        "--compare-padding", action="store_true",
-        help="an A/B like --compare-export of the model exported twice: with the decoder's "
-        "kernels as they are (A) and padded (B)",
-    )  # fmt: skip
-    parser.add_argument(
         "--sentences", type=int, default=1000, help="the first N sentences of the test split"
     )
     parser.add_argument("--output", default=None, help="JSON file for the results")
@@ -254,20 +227,12 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
     sentences = [src for src, _ in read_pairs("sample_en_de", "test", limit=args.sentences)]
     if args.load:
         return load_test(args, sentences)
-    if args.compare_export or args.compare_padding:
-        if args.compare_export and not args.export_dir:
+    if args.compare_export:
+        if not args.export_dir:
             parser.error("--compare-export needs --export-dir (the A side)")
-        if args.compare_padding and args.export_dir:
-            parser.error("--compare-padding exports a model: give --model-dir or --untrained")
-        with tempfile.TemporaryDirectory() as workdir:
-            if args.compare_padding:
-                paths = export_padded_and_not(args, workdir)
-            else:
-                paths = {"A": args.export_dir, "B": args.compare_export}
-            rows = [compare_exports(paths, sentences, batch, args.iterations)
-                    for batch in args.batch_sizes]  # fmt: skip
-        if args.compare_padding:
-            print("A: Keras' kernels; B: padded kernels (KERAS_TRANSFORMER_PAD_KERNELS=0 / 1)")
+        paths = {"A": args.export_dir, "B": args.compare_export}
+        rows = [compare_exports(paths, sentences, batch, args.iterations)
+                for batch in args.batch_sizes]  # fmt: skip
         print("| batch | A sentences/s | B sentences/s | B / A | differing translations |")
         print("|---:|---:|---:|---:|---:|")
         for row in rows:

@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -332,24 +331,6 @@ def test_serving_benchmark_documents_send_the_same_lines_both_ways(bench):
     assert all(r["sentences"] == 40 and r["sentences_per_s"] > 0 for r in rows)
 
 
-def test_serving_benchmark_compare_padding_traces_a_unpadded_and_b_padded(bench, monkeypatch):
-    serving = importlib.import_module("benchmarks.serving_benchmark")
-    env = serving.PAD_KERNELS_ENV
-    monkeypatch.setenv(env, "auto?")  # not a valid value: only restored, never read here
-    seen = []
-
-    def fake_export(model_dir, export_base, **kwargs):
-        seen.append((model_dir, os.environ[env], kwargs["search"].beam_size))
-        return export_base
-
-    monkeypatch.setattr(serving, "export_savedmodel", fake_export)
-    args = types.SimpleNamespace(model_dir="runs/x", untrained=None, beam_size=3)
-    paths = serving.export_padded_and_not(args, "/work")
-    assert seen == [("runs/x", "0", 3), ("runs/x", "1", 3)]
-    assert paths == {"A": "/work/pad_kernels_0", "B": "/work/pad_kernels_1"}
-    assert os.environ[env] == "auto?"
-
-
 def test_preset_model_dir_has_the_preset_and_a_vocabulary_of_the_texts(tmp_path):
     import sentencepiece
 
@@ -363,30 +344,3 @@ def test_preset_model_dir_has_the_preset_and_a_vocabulary_of_the_texts(tmp_path)
     )
     assert spm.vocab_size() == 48
     assert os.path.getsize(os.path.join(directory, artifacts.FINAL_WEIGHTS)) > 0
-
-
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_kernel_layouts_compute_the_same_products(bench, dtype):
-    """`decode layout` times the same products in each layout (and dtype): the sums the
-    three loops return agree to the dtype's rounding."""
-    layout = importlib.import_module("benchmarks.kernel_layout")
-    fns, products = layout._products(rows=4, fan_in=32, units=48, copies=3, dtype=dtype)
-    totals = {name: float(fn()) for name, fn in fns.items()}
-    assert set(totals) == set(layout.LAYOUTS) and products % 3 == 0
-    tolerance = 1e-4 if dtype == "float32" else 2e-2
-    scale = abs(totals["keras"]) + 1.0
-    for name in ("transposed", "padded"):
-        assert abs(totals[name] - totals["keras"]) <= tolerance * scale, (name, totals)
-
-
-@pytest.mark.slow
-def test_decode_ab_in_bfloat16_gives_the_same_ids_with_padded_kernels(bench):
-    decode_ab = importlib.import_module("benchmarks.decode_ab")
-    # 16 sources x beam 4: the 64 rows from which a search pads (tiny's d_ff is 512 units)
-    args = decode_ab.parse_args(["--config", "tiny", "--vocab-size", "200", "--batch", "16",
-                                 "--length", "6", "--lengths", "4", "--designs", "slots,slots+P",
-                                 "--repeats", "1", "--dtype", "bfloat16"])  # fmt: skip
-    args.prog, args.argv = "decode ab", []
-    rows = decode_ab.run(args)["rows"]
-    assert [r["design"] for r in rows] == ["slots", "slots+P"]
-    assert all(r["ids_equal_first"] and r["max_score_diff"] == 0 for r in rows)

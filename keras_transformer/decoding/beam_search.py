@@ -4,11 +4,12 @@ possible"): the `BeamSearch` strategy of `loop.decode`, which runs the loop, own
 and drops finished items' rows (see `loop` for the step function's protocol).
 
     strategy = BeamSearch(vocab_size, SearchOptions(n_best=2))  # the paper's beam and alpha
-    ids, scores = decode(strategy, fn, bos_ids, cache, max_len, LoopOptions(eos_id=3),
-                         max_lengths=limits, shared=shared)
+    ids, scores = decode(strategy, step, bos_ids, max_len, LoopOptions(eos_id=3),
+                         max_lengths=limits)
 
-Rows are batch-major: row `b * beam_size + k` is beam k of item b. The cache is reordered with
-one `tf.gather` over the batch*beam axis whenever beams are re-ranked; `shared` state never is.
+Rows are batch-major: row `b * beam_size + k` is beam k of item b. Whenever beams are
+re-ranked, `advance` returns the old row of every new one, and the loop reorders the step
+function's cache by it; `shared` state never is.
 
 Scores. A hypothesis y of length |y| (generated tokens, EOS included, the initial id excluded)
 scores
@@ -43,7 +44,7 @@ import tensorflow as tf
 
 from keras_transformer.checks import check_int
 from keras_transformer.config import SearchOptions
-from keras_transformer.decoding.loop import NEG_INF, LoopOptions, Position, Strategy
+from keras_transformer.decoding.loop import NEG_INF, LoopOptions, StepContext, Strategy
 
 TOP_K_BLOCK = 128  # values per block of `top_k_rows`
 
@@ -67,13 +68,14 @@ def top_k_rows(values, k: int, block: int | None = None) -> tuple[tf.Tensor, tf.
     """`tf.math.top_k(values, k)` (values and int32 indices `(rows, k)`, ties to the lower
     index) of float `(rows, width)`, for a static `width`, in two short passes.
 
-    TensorFlow's CPU TopK compares element by element (about 6 ns each: 14 ms of a base
-    beam-search step over 4 x 32000 log-probabilities). Here the row is cut into blocks of
-    `block`: the k blocks with the largest maxima (lower block first on ties) hold the k
-    largest values, so a vectorized max per block, a top-k over the block maxima and one over
-    the k chosen blocks (in index order, so ties still go to the lower index) give exactly
-    `tf.math.top_k`'s result. Narrow rows take `tf.math.top_k` directly. `block` defaults
-    to `TOP_K_BLOCK`.
+    TensorFlow's CPU TopK compares element by element, a large part of a base beam-search
+    step over beam x vocabulary log-probabilities (the profile "Where a base decoding step's
+    time goes" in benchmarks/results/2026-11-25-benchmarks-history.md). Here the row is cut
+    into blocks of `block`: the k blocks with the largest maxima (lower block first on ties)
+    hold the k largest values, so a vectorized max per block, a top-k over the block maxima
+    and one over the k chosen blocks (in index order, so ties still go to the lower index)
+    give exactly `tf.math.top_k`'s result. Narrow rows take `tf.math.top_k` directly.
+    `block` defaults to `TOP_K_BLOCK`.
     """
     block = TOP_K_BLOCK if block is None else block
     width = values.shape[-1]
@@ -166,7 +168,7 @@ class BeamSearch(Strategy):
         topk_ids = loop.write_token(topk_ids, topk_tokens, length)
         return topk_log_probs, topk_ids, topk_beam, topk_tokens
 
-    def advance(self, state: BeamState, logits, at: Position, loop: LoopOptions):
+    def advance(self, state: BeamState, logits, at: StepContext, loop: LoopOptions):
         """One step: the new state and the source row `(active, beam)` of every new live beam
         in the old row order."""
         length = at.step + 1  # generated tokens of every candidate, EOS included
