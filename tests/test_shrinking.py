@@ -198,6 +198,6 @@ def test_model_search_matches_the_fixed_shape_design(model):
     ids, want_ids = ids.numpy(), want_ids.numpy()
     np.testing.assert_array_equal(ids, want_ids[:, :, : ids.shape[2]])
     assert np.all(want_ids[:, :, ids.shape[2] :] == config.pad_id)
-    np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), atol=1e-4)
     lengths = (ids[:, 0, 1:] != config.pad_id).sum(-1)
     assert lengths.min() < lengths.max() - 5  # lengths really differ

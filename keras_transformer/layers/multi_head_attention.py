@@ -140,7 +140,8 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         if value is None and cache is None:
             raise ValueError(
-                "MultiHeadAttention needs `value` unless a precomputed `cache` is given."
+                "MultiHeadAttention needs `value` unless a precomputed `cache` is given. "
+                "Received: value=None, cache=None"
             )
         q = self.split_heads(self.query_dense(query), self.key_dim)  # (batch, h, q_len, d_k)
         if value is None:  # precomputed (encoder-decoder) keys/values
