@@ -1,6 +1,5 @@
 """Beam search on hand-written probability tables, against exhaustive search in NumPy."""
 
-import importlib
 import itertools
 
 import numpy as np
@@ -9,7 +8,7 @@ import tensorflow as tf
 
 from keras_transformer import SearchOptions
 from keras_transformer.decoding import BeamSearch, LoopOptions, Sampling, decode, length_penalty
-from keras_transformer.decoding.beam_search import top_k_rows
+from keras_transformer.decoding.beam_search import TOP_K_BLOCK, top_k_rows
 from keras_transformer.testing.steps import row_step, stateless_step
 
 BOS = 0
@@ -242,6 +241,8 @@ def test_rejects_bad_arguments():
         BeamSearch(4, SearchOptions(beam_size=2, n_best=3))
     with pytest.raises(ValueError, match="vocab_size=1"):
         BeamSearch(1)
+    with pytest.raises(ValueError, match="top_k_block=0"):
+        BeamSearch(4, top_k_block=0)
     with pytest.raises(ValueError, match="shrink_threshold=1.5"):
         LoopOptions(shrink_threshold=1.5)
 
@@ -271,25 +272,23 @@ def test_top_k_rows_matches_a_stable_sort(rows, width, k, block):
         np.testing.assert_array_equal(got_indices.numpy(), want_indices, err_msg=name)
 
 
-def test_beam_search_over_a_wide_vocabulary_matches_a_full_top_k(monkeypatch):
+def test_beam_search_over_a_wide_vocabulary_matches_a_full_top_k():
     """With 3000 words the search selects per row through blocks; with the blocks made as
     wide as the vocabulary it falls back to one `tf.math.top_k` per row. Same results."""
-    module = importlib.import_module("keras_transformer.decoding.beam_search")  # not the function
-
     vocab, batch, steps = 3000, 3, 6
     table = tf.constant(np.random.default_rng(7).standard_normal((vocab, vocab)).astype("f4"))
 
     def fn(ids, step):
         return tf.gather(table, ids[:, -1]) * 3.0  # logits from the last token
 
-    def search():
-        beam = BeamSearch(vocab, SearchOptions(beam_size=4, alpha=0.6, n_best=2))
+    def search(block):
+        options = SearchOptions(beam_size=4, alpha=0.6, n_best=2)
+        beam = BeamSearch(vocab, options, top_k_block=block)
         step = stateless_step(fn, 4)
         return decode(beam, step, tf.constant([5, 6, 7]), steps, LoopOptions(eos_id=1))
 
-    ids, scores = search()
-    monkeypatch.setattr(module, "TOP_K_BLOCK", vocab)
-    want_ids, want_scores = search()
+    ids, scores = search(TOP_K_BLOCK)
+    want_ids, want_scores = search(vocab)
     np.testing.assert_array_equal(ids.numpy(), want_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), rtol=1e-6)
     assert ids.shape[0] == batch

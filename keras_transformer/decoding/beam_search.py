@@ -112,6 +112,8 @@ class BeamSearch(Strategy):
             returned per item (early stopping waits until all of them are settled),
             `stop_early`. Its `padded_decode` and `max_extra_length` are for whoever sets up
             the loop: `LoopOptions.padded` and `decode`'s lengths (`translator.search_ids`).
+        top_k_block: values per block of the per-row selection (`top_k_rows`); the same
+            results for any value, a block as wide as the vocabulary is `tf.math.top_k`.
 
     `decode` returns `(ids, scores)`: int32 `(batch, n_best, length + 1)` and float32
     `(batch, n_best)` scores `log P / lp(len)`, descending. A slot with no hypothesis (only
@@ -120,9 +122,12 @@ class BeamSearch(Strategy):
 
     growing = ("alive_ids", "finished_ids")
 
-    def __init__(self, vocab_size: int, search: SearchOptions | None = None):
+    def __init__(
+        self, vocab_size: int, search: SearchOptions | None = None, top_k_block: int = TOP_K_BLOCK
+    ):
         search = search or SearchOptions()
         self.vocab_size = check_int("vocab_size", vocab_size, minimum=2)
+        self.top_k_block = check_int("top_k_block", top_k_block)
         self.beam_size, self.alpha = search.beam_size, search.alpha
         self.n_best, self.stop_early = search.n_best, search.stop_early
         self.rows_per_item = self.beam_size
@@ -156,7 +161,7 @@ class BeamSearch(Strategy):
         # row first, then rank the beam * k of them (not beam * vocab).
         k = min(2 * self.beam_size, self.vocab_size)
         log_probs = tf.reshape(log_probs, [-1, self.vocab_size])  # a static width, whatever fn's
-        row_log_probs, row_tokens = top_k_rows(log_probs, k)  # (active * beam, k) each
+        row_log_probs, row_tokens = top_k_rows(log_probs, k, self.top_k_block)  # (rows, k) each
         row_log_probs = tf.reshape(row_log_probs, [active, self.beam_size, k])
         candidates = state.alive_log_probs[:, :, None] + row_log_probs  # (active, beam, k)
         candidates = tf.reshape(candidates, [active, self.beam_size * k])
