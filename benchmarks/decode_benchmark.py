@@ -29,10 +29,11 @@ from keras_transformer.decoding import (  # noqa: E402
     BeamSearch,
     LoopOptions,
     Sampling,
+    StepFunction,
     decode,
-    incremental_decoder,
+    fixed_shape_step,
+    per_source_step,
 )
-from keras_transformer.decoding.incremental import per_item_decoder  # noqa: E402
 
 
 def parse_args(argv, prog: str | None = None):
@@ -54,13 +55,13 @@ def parse_args(argv, prog: str | None = None):
 def forced_search(model, config, beam_size, steps):
     """A tf.function: source ids (batch, src_len) -> ids (batch, beam, 1 + steps), BOS
     first, of a beam search (greedy for beam 1) of exactly `steps`, with the per-source
-    cache that `translator` decodes with (`incremental.per_item_decoder`)."""
+    cache that `translator` decodes with (`incremental.per_source_step`)."""
     no_eos = tf.one_hot(config.eos_id, config.vocab_size, on_value=float("-inf"))  # (vocab,)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def run(source):
         memory, mask = model.encode(source)
-        step = per_item_decoder(model, memory, mask, beam_size)
+        step = per_source_step(model, memory, mask, beam_size)
 
         def forced(ids, t, state, shared):
             logits, state = step.fn(ids, t, state, shared)
@@ -73,8 +74,8 @@ def forced_search(model, config, beam_size, steps):
             if beam_size == 1
             else BeamSearch(config.vocab_size, SearchOptions(beam_size=beam_size))
         )  # alpha 0.6; fmt: skip
-        ids, _ = decode(strategy, forced, bos, step.cache, steps, loop, shared=step.shared,
-                        reorder_cache=step.reorder_cache)  # fmt: skip
+        forced_step = StepFunction(forced, step.cache, step.shared, step.reorder_cache)
+        ids, _ = decode(strategy, forced_step, bos, steps, loop)
         return ids
 
     return run
@@ -116,7 +117,12 @@ def per_step_times(model, config, args):
     results = {}
     for name, buffer in (("growing cache", None), ("fixed-size cache", count), ("uncached", 0)):
         if buffer != 0:  # already a tf.function (reduce_retracing) when built eagerly
-            step_fn, initial_cache = incremental_decoder(model, memory, mask, 1, buffer)
+            step = (
+                per_source_step(model, memory, mask, 1)
+                if buffer is None
+                else fixed_shape_step(model, memory, mask, buffer)
+            )
+            initial_cache = step.cache
         timings = np.zeros((args.repeats + 1, count))
         for r in range(args.repeats + 1):  # run 0 traces
             cache = initial_cache if buffer != 0 else None
@@ -126,7 +132,7 @@ def per_step_times(model, config, args):
                     uncached(tokens[:, : t + 1]).numpy()
                 else:
                     ids = tokens if buffer else tokens[:, : t + 1]
-                    logits, cache = step_fn(ids, tf.constant(t), cache)
+                    logits, cache = step.fn(ids, tf.constant(t), cache, step.shared)
                     logits.numpy()
                 timings[r, t] = time.perf_counter() - start
         results[name] = np.median(timings[1:], axis=0).tolist()

@@ -4,10 +4,10 @@ TensorFlow's Linux x86-64 wheels carry two sets of CPU kernels for products, con
 and their neighbours: Eigen's and oneDNN's. TensorFlow turns oneDNN on by default only on
 CPUs with neural-network features (AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX: its
 `DefaultOneDnnPolicy`), so an AVX2 CPU (most AMD EPYC before Zen 4, Xeons before Cascade
-Lake, many cloud VMs) runs Eigen's. Measured on a 2-core AMD EPYC with oneDNN capped to AVX2
-and TensorFlow's choice replayed (benchmarks/results/2026-11-25-onednn-on-avx2.md): with
-oneDNN, beam search of the base model (batch 32, beam 4) ran 1.29x faster and a training step
-of the quick preset 1.12x faster.
+Lake, many cloud VMs) runs Eigen's. With oneDNN, beam search and training steps ran faster on
+such a CPU: benchmarks/results/2026-11-25-onednn-on-avx2.md, with its commands
+(`TF_ENABLE_ONEDNN_OPTS=0|1 python benchmarks/run.py decode --with-peers --cpu-isa avx2`,
+and the training runs).
 
 `prefer_onednn()` asks for oneDNN (`TF_ENABLE_ONEDNN_OPTS=1`) before TensorFlow starts: the
 commands call it first thing. A value the user set wins (`TF_ENABLE_ONEDNN_OPTS=0` keeps
@@ -48,10 +48,6 @@ def onednn_enabled() -> bool | None:
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
-# oneDNN's names of instruction sets below AVX-512 (ONEDNN_MAX_CPU_ISA; DNNL_ the old prefix)
-_BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
-
-
 def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
     """The first processor's feature flags, or an empty set where there is no such file
     (macOS, Windows) or it names none."""
@@ -70,21 +66,3 @@ def isa_cap() -> str:
     """The instruction set oneDNN is capped to, upper-cased: `ONEDNN_MAX_CPU_ISA`, else its
     older name `DNNL_MAX_CPU_ISA` (oneDNN reads both; the first wins), else ""."""
     return os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
-
-
-def padded_kernels_faster() -> bool:
-    """Whether a decoding step's products run faster on kernels padded to rows 16 floats
-    wider (`layers.padded_dense`): with oneDNN on an x86-64 CPU whose products stop at AVX2
-    (no AVX-512, or oneDNN capped below it by `ONEDNN_MAX_CPU_ISA`). Measured on a 2-core
-    AMD EPYC (benchmarks/results/2026-11-25-kernel-layout.md), 4-128 rows against the base
-    model's kernels: 0.98-1.68x (mostly 1.1-1.5x) under oneDNN's AVX2 kernels, 0.92-1.17x under its
-    AVX-512 ones and Eigen's. Never with a GPU. Imports TensorFlow."""
-    if platform.machine().lower() not in X86_64 or not onednn_enabled():
-        return False
-    import tensorflow as tf
-
-    if tf.config.list_logical_devices("GPU"):  # the products run there
-        return False
-    if isa_cap() in _BELOW_AVX512:
-        return True
-    return "avx512f" not in cpu_flags()

@@ -1,6 +1,5 @@
 """Beam search on hand-written probability tables, against exhaustive search in NumPy."""
 
-import importlib
 import itertools
 
 import numpy as np
@@ -9,7 +8,8 @@ import tensorflow as tf
 
 from keras_transformer import SearchOptions
 from keras_transformer.decoding import BeamSearch, LoopOptions, Sampling, decode, length_penalty
-from keras_transformer.decoding.beam_search import top_k_rows
+from keras_transformer.decoding.beam_search import TOP_K_BLOCK, top_k_rows
+from keras_transformer.testing.steps import row_step, stateless_step
 
 BOS = 0
 PAD = -1  # token 0 is a real token of the tables
@@ -47,7 +47,7 @@ class Table:
     def fn(self, padded):
         by_last, by_sum = tf.constant(self.by_last), tf.constant(self.by_sum)
 
-        def symbols_to_logits_fn(ids, step, cache):
+        def symbols_to_logits_fn(ids, step, cache, shared):
             token = tf.gather(ids, tf.reshape(step, [1]), axis=1)  # (rows, 1)
             token = tf.maximum(token, 0)  # finished rows of `sample` feed PAD = -1
             history = cache["history"]
@@ -90,9 +90,9 @@ def run_search(table, batch, beam, alpha, eos, limits, n_best, mode, stop_early=
 
     def search():
         options = SearchOptions(beam_size=beam, alpha=alpha, n_best=n_best, stop_early=stop_early)
+        step = row_step(table.fn(padded), table.initial_cache(batch, padded), (), beam, padded)
         return decode(
-            BeamSearch(table.vocab, options), table.fn(padded), tf.fill([batch], BOS),
-            table.initial_cache(batch, padded), table.max_len,
+            BeamSearch(table.vocab, options), step, tf.fill([batch], BOS), table.max_len,
             LoopOptions(eos, PAD, padded=padded), max_lengths=tf.constant(limits),
         )  # fmt: skip
 
@@ -144,15 +144,15 @@ def test_small_beam_finds_what_greedy_misses():
     probs /= probs.sum(1, keepdims=True)
     table = tf.constant(np.log(probs), tf.float32)
 
-    def fn(ids, step, cache):
-        return tf.gather(table, ids[:, -1]), cache
+    def fn(ids, step):
+        return tf.gather(table, ids[:, -1])
 
     beam = BeamSearch(4, SearchOptions(beam_size=2, alpha=0.6))
-    ids, scores = decode(beam, fn, tf.constant([BOS]), {}, 5, LoopOptions(eos_id=3))
+    ids, scores = decode(beam, stateless_step(fn, 2), tf.constant([BOS]), 5, LoopOptions(eos_id=3))
     assert ids.numpy().tolist() == [[[BOS, 2, 3]]]
     log_p = np.log(probs[BOS, 2]) + np.log(probs[2, 3])
     np.testing.assert_allclose(scores.numpy(), [[log_p / ((5 + 2) / 6) ** 0.6]], rtol=1e-5)
-    greedy, _ = decode(Sampling(), fn, tf.constant([BOS]), {}, 5, LoopOptions(eos_id=3))
+    greedy, _ = decode(Sampling(), stateless_step(fn), tf.constant([BOS]), 5, LoopOptions(eos_id=3))
     assert greedy.numpy()[0, :2].tolist() == [BOS, 1]
 
 
@@ -165,9 +165,8 @@ def test_beam_size_one_equals_greedy_without_length_penalty(seed):
     greedy_ids, greedy_log_probs = tf.function(
         lambda: decode(
             Sampling(),
-            table.fn(False),
+            row_step(table.fn(False), table.initial_cache(batch, False)),
             tf.fill([batch], BOS),
-            table.initial_cache(batch, False),
             max_len,
             LoopOptions(eos_id=vocab - 1, pad_id=PAD),
         )  # fmt: skip
@@ -209,11 +208,12 @@ def test_early_stopping_waits_for_a_longer_hypothesis_the_penalty_favours(stop_e
     probs[9:] = 1.0 / 3
     log_probs = tf.constant(np.log(probs / probs.sum(1, keepdims=True)), tf.float32)
 
-    def fn(ids, step, cache):
-        return tf.tile(log_probs[step][None], [tf.shape(ids)[0], 1]), cache
+    def fn(ids, step):
+        return tf.tile(log_probs[step][None], [tf.shape(ids)[0], 1])
 
     beam = BeamSearch(3, SearchOptions(beam_size=1, alpha=2.0, stop_early=stop_early))
-    ids, scores = decode(beam, fn, tf.constant([BOS]), {}, 12, LoopOptions(eos_id=2, pad_id=PAD))
+    loop = LoopOptions(eos_id=2, pad_id=PAD)
+    ids, scores = decode(beam, stateless_step(fn), tf.constant([BOS]), 12, loop)
     assert strip(ids.numpy()[0, 0], 2) == [0] * 8 + [2]
     assert scores.numpy()[0, 0] > np.log(0.6)
 
@@ -241,6 +241,8 @@ def test_rejects_bad_arguments():
         BeamSearch(4, SearchOptions(beam_size=2, n_best=3))
     with pytest.raises(ValueError, match="vocab_size=1"):
         BeamSearch(1)
+    with pytest.raises(ValueError, match="top_k_block=0"):
+        BeamSearch(4, top_k_block=0)
     with pytest.raises(ValueError, match="shrink_threshold=1.5"):
         LoopOptions(shrink_threshold=1.5)
 
@@ -270,24 +272,23 @@ def test_top_k_rows_matches_a_stable_sort(rows, width, k, block):
         np.testing.assert_array_equal(got_indices.numpy(), want_indices, err_msg=name)
 
 
-def test_beam_search_over_a_wide_vocabulary_matches_a_full_top_k(monkeypatch):
+def test_beam_search_over_a_wide_vocabulary_matches_a_full_top_k():
     """With 3000 words the search selects per row through blocks; with the blocks made as
     wide as the vocabulary it falls back to one `tf.math.top_k` per row. Same results."""
-    module = importlib.import_module("keras_transformer.decoding.beam_search")  # not the function
-
     vocab, batch, steps = 3000, 3, 6
     table = tf.constant(np.random.default_rng(7).standard_normal((vocab, vocab)).astype("f4"))
 
-    def fn(ids, step, cache):
-        return tf.gather(table, ids[:, -1]) * 3.0, cache  # logits from the last token
+    def fn(ids, step):
+        return tf.gather(table, ids[:, -1]) * 3.0  # logits from the last token
 
-    def search():
-        beam = BeamSearch(vocab, SearchOptions(beam_size=4, alpha=0.6, n_best=2))
-        return decode(beam, fn, tf.constant([5, 6, 7]), {}, steps, LoopOptions(eos_id=1))
+    def search(block):
+        options = SearchOptions(beam_size=4, alpha=0.6, n_best=2)
+        beam = BeamSearch(vocab, options, top_k_block=block)
+        step = stateless_step(fn, 4)
+        return decode(beam, step, tf.constant([5, 6, 7]), steps, LoopOptions(eos_id=1))
 
-    ids, scores = search()
-    monkeypatch.setattr(module, "TOP_K_BLOCK", vocab)
-    want_ids, want_scores = search()
+    ids, scores = search(TOP_K_BLOCK)
+    want_ids, want_scores = search(vocab)
     np.testing.assert_array_equal(ids.numpy(), want_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), rtol=1e-6)
     assert ids.shape[0] == batch

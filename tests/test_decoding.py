@@ -23,13 +23,15 @@ from keras_transformer.decoding import (
     SamplingOptions,
     Translator,
     decode,
-    incremental_decoder,
+    fixed_shape_step,
     length_penalty,
+    per_source_step,
     top_k_filter,
     top_p_filter,
     translate_ids,
 )
 from keras_transformer.testing.model_dir import make_model_dir
+from keras_transformer.testing.steps import stateless_step
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -93,12 +95,17 @@ def test_cached_decoding_matches_full_pass(model, config, padded):
     full = model({"source": source, "target": target}).numpy()  # (3, 8, vocab)
     beam = 2
     memory, mask = model.encode(tf.constant(source))
-    fn, cache = incremental_decoder(model, memory, mask, beam, 8 if padded else None)
-    cache = tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), cache)
+    if padded:  # a row per hypothesis: the loop would tile cache and shared by beam
+        step_fn = fixed_shape_step(model, memory, mask, 8)
+        tile = lambda nest: tf.nest.map_structure(lambda t: tf.repeat(t, beam, axis=0), nest)  # noqa: E731
+        cache, shared = tile(step_fn.cache), tile(step_fn.shared)
+    else:  # per source: beams stay in their slots (no re-ranking)
+        step_fn = per_source_step(model, memory, mask, beam)
+        cache, shared = step_fn.cache, step_fn.shared
     ids = tf.constant(np.repeat(target, beam, axis=0), tf.int32)  # (batch * beam, 8)
-    step_fn = tf.function(fn) if padded else fn
     for step in range(8):
-        logits, cache = step_fn(ids if padded else ids[:, : step + 1], tf.constant(step), cache)
+        prefix = ids if padded else ids[:, : step + 1]
+        logits, cache = step_fn.fn(prefix, tf.constant(step), cache, shared)
         expected = np.repeat(full[:, step], beam, axis=0)
         np.testing.assert_allclose(logits.numpy(), expected, atol=1e-4)
 
@@ -186,8 +193,8 @@ def test_n_best_shapes_and_ragged_input(model, config):
 def test_greedy_is_the_argmax_chain_and_beam_one(model, config):
     source = _sources(np.random.default_rng(5), [6, 3], config.vocab_size)
     memory, mask = model.encode(tf.constant(source))
-    fn, cache = incremental_decoder(model, memory, mask)
-    greedy, log_probs = decode(Sampling(), fn, tf.fill([2], BOS), cache, 10, LoopOptions(EOS))
+    step = per_source_step(model, memory, mask, 1)
+    greedy, log_probs = decode(Sampling(), step, tf.fill([2], BOS), 10, LoopOptions(EOS))
     for item in range(2):  # reference: re-run the full model on the growing prefix
         prefix = [BOS]
         while len(prefix) <= 10 and (len(prefix) == 1 or prefix[-1] != EOS):
@@ -202,22 +209,19 @@ def test_greedy_is_the_argmax_chain_and_beam_one(model, config):
 
 
 def _fixed_logits_fn(logits):
-    table = tf.constant(logits, tf.float32)  # (vocab,), the same every step
-
-    def fn(ids, step, cache):
-        return tf.tile(table[None], [tf.shape(ids)[0], 1]), cache
-
-    return fn
+    """A stateless `StepFunction` whose logits `(vocab,)` are the same every step."""
+    table = tf.constant(logits, tf.float32)
+    return stateless_step(lambda ids, step: tf.tile(table[None], [tf.shape(ids)[0], 1]))
 
 
 def test_top_k_sampling_stays_in_the_top_k():
     logits = np.array([0.3, 2.0, -1.0, 1.5, 0.9, 1.2, -0.5, 0.0], np.float32)
     fn = _fixed_logits_fn(logits)
     top_k = SamplingOptions("top_k", top_k=3, seed=(1, 2))
-    ids, _ = decode(Sampling(top_k), fn, tf.fill([400], 0), {}, 6, LoopOptions(eos_id=99))
+    ids, _ = decode(Sampling(top_k), fn, tf.fill([400], 0), 6, LoopOptions(eos_id=99))
     emitted = set(ids.numpy()[:, 1:].ravel().tolist())
     assert emitted == {1, 3, 5}  # the three largest logits, each drawn
-    again, _ = decode(Sampling(top_k), fn, tf.fill([400], 0), {}, 6, LoopOptions(eos_id=99))
+    again, _ = decode(Sampling(top_k), fn, tf.fill([400], 0), 6, LoopOptions(eos_id=99))
     np.testing.assert_array_equal(ids.numpy(), again.numpy())  # stateless: reproducible
 
 
@@ -225,7 +229,7 @@ def test_top_p_sampling_stays_in_the_nucleus():
     probs = np.array([0.05, 0.4, 0.02, 0.3, 0.15, 0.08], np.float64)
     fn = _fixed_logits_fn(np.log(probs))
     top_p = Sampling(SamplingOptions("top_p", top_p=0.8))
-    ids, _ = decode(top_p, fn, tf.fill([500], 0), {}, 4, LoopOptions(eos_id=99))
+    ids, _ = decode(top_p, fn, tf.fill([500], 0), 4, LoopOptions(eos_id=99))
     # sorted: 0.4, 0.3, 0.15 (mass 0.85 >= 0.8): the nucleus is {1, 3, 4}
     assert set(ids.numpy()[:, 1:].ravel().tolist()) == {1, 3, 4}
 

@@ -498,28 +498,3 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
                 assert _hex_rows(got[key]) == _hex_rows(value), (name, key)
             else:
                 assert float(tf.reduce_max(tf.abs(got[key] - value))) <= 1e-4, (name, key)
-
-
-@pytest.mark.slow  # a second export of the model: about a minute
-def test_export_with_padded_kernels_serves_the_same_translations(
-    model_dir, loaded, tmp_path, monkeypatch
-):
-    """An export traced where `onednn.padded_kernels_faster()` holds (forced here, and for
-    every layer width and batch) keeps the stock op set and gives the same translations as
-    the export without padding."""
-    from keras_transformer.decoding import incremental
-    from keras_transformer.layers import padded_dense
-
-    monkeypatch.setattr(incremental, "PAD_KERNELS", True)
-    monkeypatch.setattr(incremental, "PAD_MIN_ROWS", 1)
-    monkeypatch.setattr(padded_dense, "MIN_UNITS", 1)
-    padded_dir = ex.export_savedmodel(model_dir, str(tmp_path), MODEL_NAME, search=SEARCH,
-                                      n_best=N_BEST)  # fmt: skip
-    ops = ex.saved_model_op_types(padded_dir)
-    assert "Pad" in ops or "PadV2" in ops  # the padding is in the graph
-    assert ex.unregistered_ops(ops) == ops & ex.SENTENCEPIECE_OPS
-    texts = tf.constant(SENTENCES[:6])
-    want = loaded.signatures[SERVING_SIGNATURE](text=texts)
-    got = tf.saved_model.load(padded_dir).signatures[SERVING_SIGNATURE](text=texts)
-    assert got["translations"].numpy().tolist() == want["translations"].numpy().tolist()
-    tf.debugging.assert_near(got["scores"], want["scores"], atol=1e-4)

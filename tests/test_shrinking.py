@@ -1,4 +1,5 @@
-"""Shrinking decoding: dropping finished items' rows changes no id and no score.
+"""Shrinking decoding: dropping finished items' rows (growing buffers) changes no id and no
+score. The references never drop a row: `shrink_threshold=1.0`, and the fixed-size design.
 
 A toy step function whose items end at very different steps (some at step 2, others only at
 their length limit) reads per-hypothesis state from its cache and per-item state from
@@ -17,9 +18,10 @@ from keras_transformer.decoding import (
     Sampling,
     SamplingOptions,
     decode,
-    incremental_decoder,
-    incremental_decoder_with_shared,
+    fixed_shape_step,
+    per_source_step,
 )
+from keras_transformer.testing.steps import row_step
 
 BOS, PAD = 0, -1
 VOCAB, EOS, MAX_LEN = 7, 6, 12
@@ -62,13 +64,16 @@ class MixedLengths:
         return {"total": tf.zeros([self.batch], tf.int32)}
 
 
-def _beam(toy, shrink, mode="graph", threshold=0.25, beam=3, padded=False, **kwargs):
+NEVER = 1.0  # a shrink_threshold that never drops a row
+
+
+def _beam(toy, threshold, mode="graph", beam=3, padded=False, **kwargs):
     def run():
-        loop = LoopOptions(EOS, PAD, padded=padded, shrink=shrink, shrink_threshold=threshold)
+        loop = LoopOptions(EOS, PAD, padded=padded, shrink_threshold=threshold)
+        step = row_step(toy.fn, toy.initial_cache(), toy.shared(), beam, padded)
         return decode(
-            BeamSearch(VOCAB, SearchOptions(beam_size=beam, alpha=0.6, **kwargs)), toy.fn,
-            tf.fill([toy.batch], BOS), toy.initial_cache(), MAX_LEN, loop,
-            max_lengths=tf.constant(LIMITS), shared=toy.shared(),
+            BeamSearch(VOCAB, SearchOptions(beam_size=beam, alpha=0.6, **kwargs)), step,
+            tf.fill([toy.batch], BOS), MAX_LEN, loop, max_lengths=tf.constant(LIMITS),
         )  # fmt: skip
 
     ids, scores = run() if mode == "eager" else tf.function(run)()
@@ -76,16 +81,16 @@ def _beam(toy, shrink, mode="graph", threshold=0.25, beam=3, padded=False, **kwa
 
 
 @pytest.mark.parametrize(
-    "n_best,stop_early,threshold", [(1, True, 0.25), (3, True, 0.0), (2, False, 1.0)]
+    "n_best,stop_early,threshold", [(1, True, 0.25), (3, True, 0.0), (2, False, 0.5)]
 )
 def test_beam_search_shrinking_changes_nothing(n_best, stop_early, threshold):
     toy = MixedLengths()
     kwargs = dict(n_best=n_best, stop_early=stop_early)
-    want_ids, want_scores = _beam(toy, shrink=False, **kwargs)
-    ids, scores = _beam(toy, shrink=True, threshold=threshold, **kwargs)
+    want_ids, want_scores = _beam(toy, NEVER, **kwargs)
+    ids, scores = _beam(toy, threshold, **kwargs)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_array_equal(scores, want_scores)
-    pad_ids, pad_scores = _beam(toy, shrink=None, padded=True, **kwargs)  # no shrink
+    pad_ids, pad_scores = _beam(toy, threshold, padded=True, **kwargs)  # drops nothing
     np.testing.assert_array_equal(pad_ids[:, :, : ids.shape[2]], ids)
     np.testing.assert_allclose(pad_scores, scores, rtol=1e-6)
     lengths = (ids[:, 0, 1:] != PAD).sum(-1)  # (batch,)
@@ -95,10 +100,10 @@ def test_beam_search_shrinking_changes_nothing(n_best, stop_early, threshold):
 def test_beam_search_rows_fall_as_items_finish():
     beam = 2
     toy = MixedLengths()
-    want_ids, want_scores = _beam(toy, shrink=False, mode="eager", beam=beam)
-    assert toy.rows_seen == [len(LIMITS) * beam] * max(LIMITS)  # no shrink: all rows, always
+    want_ids, want_scores = _beam(toy, NEVER, mode="eager", beam=beam)
+    assert toy.rows_seen == [len(LIMITS) * beam] * max(LIMITS)  # no drop: all rows, always
     toy.rows_seen.clear()
-    ids, scores = _beam(toy, shrink=True, mode="eager", threshold=0.0, beam=beam)
+    ids, scores = _beam(toy, 0.0, mode="eager", beam=beam)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_array_equal(scores, want_scores)
     # After step 2 the early items are gone; then the others leave at their limits 7, 9, 11.
@@ -106,25 +111,9 @@ def test_beam_search_rows_fall_as_items_finish():
     assert toy.rows_seen == [n * beam for n in live]
 
 
-def test_default_shrinks_only_with_shared_state():
-    toy = MixedLengths()
-    shared = toy.shared()
-
-    def closure_fn(ids, step, cache):  # per-item state captured: must not shrink
-        tiled = tf.nest.map_structure(lambda t: tf.repeat(t, 2, axis=0), shared)  # by beam
-        return toy.fn(ids, step, cache, tiled)
-
-    beam = BeamSearch(VOCAB, SearchOptions(beam_size=2, alpha=0.6))
-    ids, scores = decode(beam, closure_fn, tf.fill([toy.batch], BOS), toy.initial_cache(),
-                         MAX_LEN, LoopOptions(EOS, PAD), max_lengths=LIMITS)  # fmt: skip
-    assert set(toy.rows_seen) == {len(LIMITS) * 2}
-    toy.rows_seen.clear()
-    shrunk = _beam(toy, shrink=None, mode="eager", threshold=0.0, beam=2)  # shared given
-    assert min(toy.rows_seen) == 2
-    np.testing.assert_array_equal(shrunk[0], ids.numpy())
-    np.testing.assert_array_equal(shrunk[1], scores.numpy())
+def test_shrink_threshold_is_a_fraction():
     with pytest.raises(ValueError, match="shrink_threshold"):
-        _beam(toy, shrink=True, threshold=1.5)
+        _beam(MixedLengths(), 1.5)
 
 
 GREEDY = dict(method="greedy")
@@ -138,21 +127,21 @@ TOP_P = dict(method="top_p", top_p=0.9)
 def test_sampling_shrinking_changes_nothing(knobs, mode):
     toy = MixedLengths(seed=1)
 
-    def run(shrink):
+    def run(threshold):
         def run_sampling():
             return decode(
-                Sampling(SamplingOptions(seed=(3, 4), **knobs)), toy.fn,
-                tf.fill([toy.batch], BOS), toy.initial_cache(), MAX_LEN,
-                LoopOptions(EOS, PAD, shrink=shrink, shrink_threshold=0.0),
-                max_lengths=tf.constant(LIMITS), shared=toy.shared(),
+                Sampling(SamplingOptions(seed=(3, 4), **knobs)),
+                row_step(toy.fn, toy.initial_cache(), toy.shared()),
+                tf.fill([toy.batch], BOS), MAX_LEN,
+                LoopOptions(EOS, PAD, shrink_threshold=threshold), max_lengths=tf.constant(LIMITS),
             )  # fmt: skip
 
         toy.rows_seen.clear()
         ids, log_probs = run_sampling() if mode == "eager" else tf.function(run_sampling)()
         return ids.numpy(), log_probs.numpy()
 
-    want_ids, want_log_probs = run(shrink=False)
-    ids, log_probs = run(shrink=True)
+    want_ids, want_log_probs = run(NEVER)
+    ids, log_probs = run(0.0)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_array_equal(log_probs, want_log_probs)
     assert all((ids[item, 1:] != PAD).sum() == 2 for item in EARLY)
@@ -184,27 +173,31 @@ def _sources(model, lengths):
 LENGTHS = [3, 25, 1, 12, 2, 18]
 
 
-def test_model_search_matches_the_closure_decoder(model):
+def test_model_search_matches_the_fixed_shape_design(model):
+    """The production design (per-source cache, rows dropped at every finish) against the
+    fixed-size one (a row per hypothesis, reordered by gather, nothing dropped)."""
     config, source = model.config, _sources(model, LENGTHS)
     beam, n_best = 3, 2
 
     @tf.function
-    def search(shrink):
+    def search(padded):
         memory, mask = model.encode(source)
         limits = tf.minimum(tf.reduce_sum(tf.cast(source != 0, tf.int32), 1) + 8, 30)
         options = SearchOptions(beam_size=beam, alpha=0.6, n_best=n_best)
         strategy = BeamSearch(config.vocab_size, options)
         bos = tf.fill([len(LENGTHS)], config.bos_id)
-        loop = LoopOptions(config.eos_id, config.pad_id, shrink_threshold=0.0)
-        if not shrink:  # the three-argument protocol, state in the closure
-            fn, cache = incremental_decoder(model, memory, mask, beam)
-            return decode(strategy, fn, bos, cache, 30, loop, max_lengths=limits)
-        fn, cache, shared = incremental_decoder_with_shared(model, memory, mask)
-        return decode(strategy, fn, bos, cache, 30, loop, max_lengths=limits, shared=shared)
+        loop = LoopOptions(config.eos_id, config.pad_id, padded=padded, shrink_threshold=0.0)
+        if padded:
+            step = fixed_shape_step(model, memory, mask, 30)
+        else:
+            step = per_source_step(model, memory, mask, beam)
+        return decode(strategy, step, bos, 30, loop, max_lengths=limits)
 
-    want_ids, want_scores = search(False)
-    ids, scores = search(True)
-    np.testing.assert_array_equal(ids.numpy(), want_ids.numpy())
-    np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), rtol=1e-6, atol=1e-6)
-    lengths = (ids.numpy()[:, 0, 1:] != config.pad_id).sum(-1)
+    want_ids, want_scores = search(True)
+    ids, scores = search(False)
+    ids, want_ids = ids.numpy(), want_ids.numpy()
+    np.testing.assert_array_equal(ids, want_ids[:, :, : ids.shape[2]])
+    assert np.all(want_ids[:, :, ids.shape[2] :] == config.pad_id)
+    np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), atol=1e-4)
+    lengths = (ids[:, 0, 1:] != config.pad_id).sum(-1)
     assert lengths.min() < lengths.max() - 5  # lengths really differ

@@ -1,7 +1,7 @@
-"""The per-source beam cache that is never reordered (`layers.slot_cache`,
-`decoding.incremental.per_item_decoder`), checked against independent references: the
-uncached decoder over each hypothesis' whole prefix, the row cache reordered by gather, and
-NumPy for the ancestor mask."""
+"""The per-source beam cache that is never reordered (`decoding.slot_cache`,
+`decoding.incremental.per_source_step`), checked against independent references: the
+uncached decoder over each hypothesis' whole prefix, the fixed-shape design (a row per
+hypothesis, reordered by gather), and NumPy for the ancestor mask."""
 
 import keras
 import numpy as np
@@ -9,13 +9,16 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import SearchOptions, TransformerConfig, build_transformer
-from keras_transformer.decoding import BeamSearch, LoopOptions, Sampling, decode, incremental
-from keras_transformer.decoding.incremental import (
-    incremental_decoder_with_shared,
-    per_item_decoder,
-    reorder_slots,
+from keras_transformer.decoding import (
+    BeamSearch,
+    LoopOptions,
+    Sampling,
+    decode,
+    fixed_shape_step,
+    per_source_step,
+    slot_cache,
 )
-from keras_transformer.layers import slot_cache
+from keras_transformer.decoding.loop import StepFunction
 
 VOCAB, ITEMS, SRC_LEN = 40, 3, 6
 
@@ -34,13 +37,6 @@ def source():
     return tf.constant(ids)
 
 
-@pytest.fixture
-def recent(request):
-    """Set `incremental.RECENT_POSITIONS` for one test (merges happen within a short run)."""
-    yield lambda n: setattr(incremental, "RECENT_POSITIONS", n)
-    incremental.RECENT_POSITIONS = incremental.DEFAULT_RECENT_POSITIONS
-
-
 def test_ancestor_mask_matches_numpy():
     rng = np.random.default_rng(1)
     items, positions, beam = 2, 5, 3
@@ -54,15 +50,14 @@ def test_ancestor_mask_matches_numpy():
     np.testing.assert_array_equal(got, want)
 
 
-def test_step_logits_match_the_uncached_decoder_under_random_reorders(model, source, recent):
+def test_step_logits_match_the_uncached_decoder_under_random_reorders(model, source):
     """Reorder beams at random every step (as a search would) and compare each row's logits
     with the decoder re-run over that row's whole prefix (no cache at all). The recent part
     is merged at steps 3 and 6, so both parts, and each alone, are read."""
-    recent(3)
     beam, steps = 3, 7
     rng = np.random.default_rng(2)
     memory, mask = model.encode(source)
-    step = per_item_decoder(model, memory, mask, beam)
+    step = per_source_step(model, memory, mask, beam, recent_positions=3)
     prefixes = np.full((ITEMS * beam, 1), model.config.bos_id, "int32")  # rows' hypotheses
     cache = step.cache
     for t in range(steps):
@@ -75,55 +70,63 @@ def test_step_logits_match_the_uncached_decoder_under_random_reorders(model, sou
         want = model.token_embedding(hidden[:, -1:], reverse=True)[:, 0]
         np.testing.assert_allclose(np.asarray(logits), np.asarray(want), atol=2e-4, rtol=1e-4)
         parents = rng.integers(0, beam, (ITEMS, beam)).astype("int32")  # within each item
-        cache = reorder_slots(cache, tf.constant(parents))
+        cache = step.reorder_cache(cache, tf.constant(parents))
         rows = (np.arange(ITEMS)[:, None] * beam + parents).reshape(-1)
         tokens = rng.integers(4, VOCAB, (ITEMS * beam, 1)).astype("int32")
         prefixes = np.concatenate([prefixes[rows], tokens], axis=1)
 
 
-def _search(model, source, strategy, per_item, graph):
+def _search(model, source, strategy, padded, graph, recent_positions=4):
+    """`(ids, scores)`; with `padded` (the fixed-shape design) the ids are cut to the width
+    of the growing design's and the rest checked to be padding."""
     memory, mask = model.encode(source)
     config = model.config
     bos = tf.fill([ITEMS], config.bos_id)
     limits = tf.constant([9, 4, 12])  # items end at different steps: rows are dropped
-    loop = LoopOptions(config.eos_id, config.pad_id)
+    loop = LoopOptions(config.eos_id, config.pad_id, padded=padded)
 
     def run():
-        if per_item:
-            step = per_item_decoder(model, memory, mask, strategy.rows_per_item)
-            return decode(strategy, step.fn, bos, step.cache, 12, loop, max_lengths=limits,
-                          shared=step.shared, reorder_cache=step.reorder_cache)  # fmt: skip
-        fn, cache, shared = incremental_decoder_with_shared(model, memory, mask)
-        return decode(strategy, fn, bos, cache, 12, loop, max_lengths=limits, shared=shared)
+        if padded:
+            step = fixed_shape_step(model, memory, mask, 12)
+        else:
+            step = per_source_step(model, memory, mask, strategy.rows_per_item, recent_positions)
+        return decode(strategy, step, bos, 12, loop, max_lengths=limits)
 
     ids, scores = (tf.function(run) if graph else run)()
     return np.asarray(ids), np.asarray(scores)
 
 
-@pytest.mark.parametrize(("beam", "graph"), [(2, False), (4, True)])
-def test_beam_search_equals_the_row_cache_reordered_by_gather(model, source, recent, beam, graph):
-    recent(4)  # merges within the 12 steps
-    strategy = BeamSearch(VOCAB, SearchOptions(beam_size=beam, n_best=min(2, beam)))
-    want_ids, want_scores = _search(model, source, strategy, per_item=False, graph=graph)
-    ids, scores = _search(model, source, strategy, per_item=True, graph=graph)
-    np.testing.assert_array_equal(ids, want_ids)
+def _assert_same_search(got, want, pad_id):
+    (ids, scores), (want_ids, want_scores) = got, want
+    width = ids.shape[-1]
+    np.testing.assert_array_equal(ids, want_ids[..., :width])
+    assert np.all(want_ids[..., width:] == pad_id)
     np.testing.assert_allclose(scores, want_scores, atol=1e-4)
 
 
-def test_greedy_sampling_equals_the_row_cache(model, source):
-    want = _search(model, source, Sampling(), per_item=False, graph=True)
-    got = _search(model, source, Sampling(), per_item=True, graph=True)
-    np.testing.assert_array_equal(got[0], want[0])
-    np.testing.assert_allclose(got[1], want[1], atol=1e-4)
+@pytest.mark.parametrize(("beam", "graph"), [(2, False), (4, True)])
+def test_beam_search_equals_the_fixed_shape_design(model, source, beam, graph):
+    strategy = BeamSearch(VOCAB, SearchOptions(beam_size=beam, n_best=min(2, beam)))
+    want = _search(model, source, strategy, padded=True, graph=graph)
+    got = _search(model, source, strategy, padded=False, graph=graph)  # merges in 12 steps
+    _assert_same_search(got, want, model.config.pad_id)
 
 
-def test_reorder_cache_refuses_padded_buffers(model, source):
+def test_greedy_sampling_equals_the_fixed_shape_design(model, source):
+    want = _search(model, source, Sampling(), padded=True, graph=True)
+    got = _search(model, source, Sampling(), padded=False, graph=True)
+    _assert_same_search(got, want, model.config.pad_id)
+
+
+def test_a_design_and_its_buffers_must_agree(model, source):
     memory, mask = model.encode(source)
-    step = per_item_decoder(model, memory, mask, 2)
-    with pytest.raises(ValueError, match="padded=False"):
-        decode(BeamSearch(VOCAB, SearchOptions(beam_size=2)), step.fn, tf.zeros([ITEMS], tf.int32),
-               step.cache, 5, LoopOptions(padded=True), shared=step.shared,
-               reorder_cache=step.reorder_cache)  # fmt: skip
+    beam = BeamSearch(VOCAB, SearchOptions(beam_size=2))
+    step = per_source_step(model, memory, mask, 2)
+    bos = tf.zeros([ITEMS], tf.int32)
+    with pytest.raises(ValueError, match="padded=True"):
+        decode(beam, step, bos, 5, LoopOptions(padded=True))
+    with pytest.raises(ValueError, match="reorder_cache=None"):
+        decode(beam, StepFunction(step.fn, step.cache, step.shared), bos, 5, LoopOptions())
 
 
 def test_merge_recent_moves_the_recent_part_once_full():
@@ -131,7 +134,7 @@ def test_merge_recent_moves_the_recent_part_once_full():
     cache = {name: tf.zeros([2, 2, 0, 3, 4]) for name in names}
     for t in range(5):
         new = tf.fill([2, 2, 1, 3, 4], float(t))
-        (cache,) = incremental.merge_recent([slot_cache.append(cache, new, new)], 2)
+        (cache,) = slot_cache.merge_recent([slot_cache.append(cache, new, new)], 2)
         older, newer = cache["key"].shape[2], cache["recent_key"].shape[2]
         assert (older, newer) == (2 * ((t + 1) // 2), (t + 1) % 2)
     positions = tf.concat([cache["key"], cache["recent_key"]], axis=2)[0, 0, :, 0, 0]

@@ -3,11 +3,8 @@ sampled decoding (`Sampling`), over a cached incremental decoder; translation of
 strings, teacher-forced scoring and BLEU evaluation (TensorFlow ops)."""
 
 from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
-from keras_transformer.decoding.incremental import (
-    incremental_decoder,
-    incremental_decoder_with_shared,
-)
-from keras_transformer.decoding.loop import LoopOptions, decode, tile_beams
+from keras_transformer.decoding.incremental import fixed_shape_step, per_source_step
+from keras_transformer.decoding.loop import LoopOptions, StepFunction, decode, tile_beams
 from keras_transformer.decoding.sampling import (
     Sampling,
     SamplingOptions,
@@ -23,13 +20,14 @@ __all__ = [
     "LoopOptions",
     "Sampling",
     "SamplingOptions",
+    "StepFunction",
     "Translator",
     "decode",
     "filter_logits",
-    "incremental_decoder",
-    "incremental_decoder_with_shared",
+    "fixed_shape_step",
     "length_penalty",
     "score_ids",
+    "per_source_step",
     "score_pairs",
     "tile_beams",
     "top_k_filter",

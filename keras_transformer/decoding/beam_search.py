@@ -4,11 +4,12 @@ possible"): the `BeamSearch` strategy of `loop.decode`, which runs the loop, own
 and drops finished items' rows (see `loop` for the step function's protocol).
 
     strategy = BeamSearch(vocab_size, SearchOptions(n_best=2))  # the paper's beam and alpha
-    ids, scores = decode(strategy, fn, bos_ids, cache, max_len, LoopOptions(eos_id=3),
-                         max_lengths=limits, shared=shared)
+    ids, scores = decode(strategy, step, bos_ids, max_len, LoopOptions(eos_id=3),
+                         max_lengths=limits)
 
-Rows are batch-major: row `b * beam_size + k` is beam k of item b. The cache is reordered with
-one `tf.gather` over the batch*beam axis whenever beams are re-ranked; `shared` state never is.
+Rows are batch-major: row `b * beam_size + k` is beam k of item b. Whenever beams are
+re-ranked, `advance` returns the old row of every new one, and the loop reorders the step
+function's cache by it; `shared` state never is.
 
 Scores. A hypothesis y of length |y| (generated tokens, EOS included, the initial id excluded)
 scores
@@ -43,7 +44,7 @@ import tensorflow as tf
 
 from keras_transformer.checks import check_int
 from keras_transformer.config import SearchOptions
-from keras_transformer.decoding.loop import NEG_INF, LoopOptions, Position, Strategy
+from keras_transformer.decoding.loop import NEG_INF, LoopOptions, StepContext, Strategy
 
 TOP_K_BLOCK = 128  # values per block of `top_k_rows`
 
@@ -67,13 +68,14 @@ def top_k_rows(values, k: int, block: int | None = None) -> tuple[tf.Tensor, tf.
     """`tf.math.top_k(values, k)` (values and int32 indices `(rows, k)`, ties to the lower
     index) of float `(rows, width)`, for a static `width`, in two short passes.
 
-    TensorFlow's CPU TopK compares element by element (about 6 ns each: 14 ms of a base
-    beam-search step over 4 x 32000 log-probabilities). Here the row is cut into blocks of
-    `block`: the k blocks with the largest maxima (lower block first on ties) hold the k
-    largest values, so a vectorized max per block, a top-k over the block maxima and one over
-    the k chosen blocks (in index order, so ties still go to the lower index) give exactly
-    `tf.math.top_k`'s result. Narrow rows take `tf.math.top_k` directly. `block` defaults
-    to `TOP_K_BLOCK`.
+    TensorFlow's CPU TopK compares element by element, a large part of a base beam-search
+    step over beam x vocabulary log-probabilities (the profile "Where a base decoding step's
+    time goes" in benchmarks/results/2026-11-25-benchmarks-history.md). Here the row is cut
+    into blocks of `block`: the k blocks with the largest maxima (lower block first on ties)
+    hold the k largest values, so a vectorized max per block, a top-k over the block maxima
+    and one over the k chosen blocks (in index order, so ties still go to the lower index)
+    give exactly `tf.math.top_k`'s result. Narrow rows take `tf.math.top_k` directly.
+    `block` defaults to `TOP_K_BLOCK`.
     """
     block = TOP_K_BLOCK if block is None else block
     width = values.shape[-1]
@@ -110,6 +112,8 @@ class BeamSearch(Strategy):
             returned per item (early stopping waits until all of them are settled),
             `stop_early`. Its `padded_decode` and `max_extra_length` are for whoever sets up
             the loop: `LoopOptions.padded` and `decode`'s lengths (`translator.search_ids`).
+        top_k_block: values per block of the per-row selection (`top_k_rows`); the same
+            results for any value, a block as wide as the vocabulary is `tf.math.top_k`.
 
     `decode` returns `(ids, scores)`: int32 `(batch, n_best, length + 1)` and float32
     `(batch, n_best)` scores `log P / lp(len)`, descending. A slot with no hypothesis (only
@@ -118,9 +122,12 @@ class BeamSearch(Strategy):
 
     growing = ("alive_ids", "finished_ids")
 
-    def __init__(self, vocab_size: int, search: SearchOptions | None = None):
+    def __init__(
+        self, vocab_size: int, search: SearchOptions | None = None, top_k_block: int = TOP_K_BLOCK
+    ):
         search = search or SearchOptions()
         self.vocab_size = check_int("vocab_size", vocab_size, minimum=2)
+        self.top_k_block = check_int("top_k_block", top_k_block)
         self.beam_size, self.alpha = search.beam_size, search.alpha
         self.n_best, self.stop_early = search.n_best, search.stop_early
         self.rows_per_item = self.beam_size
@@ -154,7 +161,7 @@ class BeamSearch(Strategy):
         # row first, then rank the beam * k of them (not beam * vocab).
         k = min(2 * self.beam_size, self.vocab_size)
         log_probs = tf.reshape(log_probs, [-1, self.vocab_size])  # a static width, whatever fn's
-        row_log_probs, row_tokens = top_k_rows(log_probs, k)  # (active * beam, k) each
+        row_log_probs, row_tokens = top_k_rows(log_probs, k, self.top_k_block)  # (rows, k) each
         row_log_probs = tf.reshape(row_log_probs, [active, self.beam_size, k])
         candidates = state.alive_log_probs[:, :, None] + row_log_probs  # (active, beam, k)
         candidates = tf.reshape(candidates, [active, self.beam_size * k])
@@ -166,7 +173,7 @@ class BeamSearch(Strategy):
         topk_ids = loop.write_token(topk_ids, topk_tokens, length)
         return topk_log_probs, topk_ids, topk_beam, topk_tokens
 
-    def advance(self, state: BeamState, logits, at: Position, loop: LoopOptions):
+    def advance(self, state: BeamState, logits, at: StepContext, loop: LoopOptions):
         """One step: the new state and the source row `(active, beam)` of every new live beam
         in the old row order."""
         length = at.step + 1  # generated tokens of every candidate, EOS included

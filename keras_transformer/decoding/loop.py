@@ -1,55 +1,44 @@
 """The one `tf.while_loop` of decoding. Beam search (`beam_search.BeamSearch`) and greedy or
 sampled decoding (`sampling.Sampling`) are strategies: they choose tokens and keep their own
-state; `decode` owns the rest (the loop, the padded or growing shapes, shrinking and the
-outputs store).
+state; `decode` owns the rest (the loop, the buffers, dropping finished items, the outputs).
 
     strategy = BeamSearch(vocab_size, SearchOptions())  # the paper's beam 4, alpha 0.6
-    ids, scores = decode(strategy, fn, bos_ids, cache, max_len, LoopOptions(eos_id=3))
+    ids, scores = decode(strategy, step, bos_ids, max_len, LoopOptions(eos_id=3))
     ids, log_probs = decode(Sampling(SamplingOptions("top_p", top_p=0.9, seed=(1, 2))),
-                            fn, bos_ids, cache, max_len, LoopOptions(eos_id=3), shared=shared)
+                            step, bos_ids, max_len, LoopOptions(eos_id=3))
 
-The search knows nothing about the model (TF Model Garden manner): it only calls
+The search knows nothing about the model (TF Model Garden manner): a `StepFunction` holds
+its initial `cache`, its `shared` state and
 
-    logits, new_cache = symbols_to_logits_fn(ids, step, cache)
+    logits, new_cache = step.fn(ids, step, cache, shared)
 
 where `ids` is int32 `(rows, length)` (the hypotheses so far, `ids[:, step]` being the newest
-token), `step` a scalar int32 tensor, and `cache` the per-row state, a nest of `(rows, ...)`
-tensors; it returns float `(rows, vocab_size)` logits for the next token and the updated
-cache. A strategy keeps `rows_per_item` rows per item (the beam; 1 for sampling), batch-major:
-row `b * k + i` is row i of item b (`tile_beams` lays tensors out this way).
+token), `step` a scalar int32 tensor, `cache` the state the step function updates and
+`shared` the state it only reads (encoder-decoder keys/values, the memory mask); it returns
+float `(rows, vocab_size)` logits for the next token and the updated cache. A strategy keeps
+`rows_per_item` rows per item (the beam; 1 for sampling), batch-major: row `b * k + i` is row
+i of item b (`tile_beams` lays tensors out this way). `cache` and `shared` are given per item,
+`(batch, ...)`. There are two designs (`incremental` builds one of each from a model):
 
-Cache layout. Only per-row state (the decoder self-attention keys/values) belongs in `cache`:
-a strategy that re-ranks its rows (beam search) has it reordered with one `tf.gather` over
-the rows. State shared by all rows of one item (encoder memory, encoder-decoder keys/values,
-the memory mask) is never reordered. Pass it as `shared`, a nest of per-item `(batch, ...)`
-tensors: `decode` tiles it once and calls
+Growing buffers (`LoopOptions(padded=False)`, production). Ids and cache grow by one
+position per step (`tf.while_loop` with `None` shape invariants). The step function keeps its
+cache and `shared` per item, `(active, ...)`, never tiled by `rows_per_item` (it groups its
+rows by item itself); when the strategy re-ranks rows the loop calls
+`step.reorder_cache(cache, parents)` with the int32 `(active, rows_per_item)` source row of
+every new row within its item. An item whose results can no longer change
+(`Strategy.item_done`) gains nothing from more steps: once at least `shrink_threshold` of the
+live items are done (0: at every finished item), their rows are dropped from the live state
+(the strategy's state, the limits, the cache and `shared`: one gather each, which is why it
+is not done at every step). Their results go to full-batch `Outputs` at their original index
+(`tf.tensor_scatter_nd_update`); the live items keep their order, so the step function sees
+`(active * k, ...)` rows with `active` falling as items finish. A dropped item's results
+could not have changed, so dropping returns the same ids and scores (tests/test_shrinking.py).
 
-    logits, new_cache = symbols_to_logits_fn(ids, step, cache, shared)
-
-with `shared` `(rows, ...)`, unchanged from step to step. (The three-argument form captures
-such state in its closure, tiled by the caller; the loop then cannot shrink.)
-
-Shrinking (growing mode, on by default with `shared`). An item whose results can no longer
-change (`Strategy.item_done`) gains nothing from more steps. Once at least `shrink_threshold`
-of the live items are done (0: at every finished item), their rows are dropped from the live
-state: the strategy's state, the limits, the cache (in the same gather as a reorder, if the
-strategy reorders) and `shared` (one gather of every tensor in it, which is why it is not done
-at every step). Their results go to full-batch `Outputs` at their original index
-(`tf.tensor_scatter_nd_update`); the live rows keep their order, so the step function sees
-`(active * k, ...)` rows with `active` falling as items finish. A dropped item's results could
-not have changed, so shrinking returns the same ids and scores (tests/test_shrinking.py).
-
-Per-item state (`reorder_cache`, growing mode). A step function may instead keep its cache
-per item, `(active, ...)`, like `shared`: then neither the cache nor `shared` is tiled by
-`rows_per_item` (the step function groups its rows by item itself), and when the strategy
-re-ranks rows the loop calls `reorder_cache(cache, parents)` with the int32 `(active,
-rows_per_item)` source row of every new row within its item, instead of gathering the cache.
-`incremental.per_item_decoder` keeps its keys/values where they were written and only updates
-which beam slot holds each position of each hypothesis: no copy of the cache per step.
-
-Two modes: a growing cache and growing ids (`padded=False`, `tf.while_loop` with `None` shape
-invariants), and fixed-size buffers (`padded=True`: static shapes, as XLA wants;
-`symbols_to_logits_fn` must then write its cache at position `step`, and nothing is dropped).
+Fixed-size buffers (`LoopOptions(padded=True)`: static shapes, as XLA wants). The ids are
+`max_decode_length + 1` long from the start; the step function writes its cache at position
+`step`. The loop tiles `cache` and `shared` by `rows_per_item` once, reorders the cache's rows
+with one `tf.gather` when the strategy re-ranks them (there is no `reorder_cache`), and drops
+nothing.
 """
 
 from __future__ import annotations
@@ -63,7 +52,7 @@ import tensorflow as tf
 from keras_transformer.checks import check_number
 from keras_transformer.constants import EOS_ID, PAD_ID
 
-SymbolsToLogitsFn = Callable[..., "tuple[tf.Tensor, Any]"]  # (ids, step, cache[, shared])
+SymbolsToLogitsFn = Callable[..., "tuple[tf.Tensor, Any]"]  # (ids, step, cache, shared)
 NEG_INF = float("-inf")  # log-probability of dead beams and of filtered tokens
 SHRINK_THRESHOLD = 0.25  # drop finished items' rows once this fraction of live ones finished
 
@@ -76,18 +65,16 @@ class LoopOptions:
         eos_id: the end-of-sequence id.
         pad_id: fills the ids after EOS.
         padded: fixed-size buffers (static shapes, for XLA) instead of growing ones
-            (`SearchOptions.padded_decode` at the translator's level).
-        shrink: drop the rows of finished items (growing mode only; ignored when `padded`).
-            Default: when `shared` is given. With `shared` None, True promises that the step
-            function holds no per-item state outside `cache`.
-        shrink_threshold: drop rows once at least this fraction of the live items has
-            finished since the last drop (0: at every finish), in [0, 1].
+            (`SearchOptions.padded_decode` at the translator's level); see the module
+            docstring for the two designs.
+        shrink_threshold: growing buffers: drop finished items' rows once at least this
+            fraction of the live items has finished since the last drop, in [0, 1] (0: at
+            every finish; 1: never, as a drop needs some items still decoding).
     """
 
     eos_id: int = EOS_ID
     pad_id: int = PAD_ID
     padded: bool = False
-    shrink: bool | None = None
     shrink_threshold: float = SHRINK_THRESHOLD
 
     def __post_init__(self) -> None:
@@ -124,16 +111,21 @@ def tile_beams(tensor, beam_size: int) -> tf.Tensor:
     return tf.repeat(tensor, beam_size, axis=0)  # -> (batch * beam, ...)
 
 
+def tile_items(nest, rows_per_item: int):
+    """Every tensor of `nest` `(batch, ...)` -> `(batch * rows_per_item, ...)`."""
+    if rows_per_item == 1:
+        return nest
+    return tf.nest.map_structure(lambda t: tile_beams(t, rows_per_item), nest)
+
+
 def growing_shape(tensor) -> tf.TensorShape:
-    """Shape invariant of a growing loop variable: every dimension free but the last."""
+    """Shape invariant of a cache tensor `(items, ..., d)` of growing buffers: items may be
+    dropped and positions added; only the last dimension of a tensor of rank 2 or more stays
+    fixed."""
     shape = tensor.shape
+    if shape.rank < 2:
+        return tf.TensorShape([None] * shape.rank)
     return tf.TensorShape([None] * (shape.rank - 1) + [shape[-1]])
-
-
-def shrinking_cache_shape(tensor) -> tf.TensorShape:
-    """Shape invariant of a cache tensor `(rows, ...)` whose rows may be dropped: the
-    growing shape with the row axis free too."""
-    return tf.TensorShape([None]).concatenate(growing_shape(tensor)[1:])
 
 
 def shrinking_shape(tensor) -> tf.TensorShape:
@@ -146,17 +138,13 @@ def free_last_axis(tensor) -> tf.TensorShape:
     return tf.TensorShape(tensor.shape[:-1] + [None])
 
 
-def bind_shared(fn, shared, carried: bool):
-    """`(call, state_shared)` with `call(ids, step, cache, state_shared)` calling `fn`.
+class StepFunction(NamedTuple):
+    """What `decode` needs from a model (see the module docstring)."""
 
-    `shared` None: `fn(ids, step, cache)` (per-item state, if any, lives in its closure).
-    Otherwise `fn(ids, step, cache, shared)`, `shared` carried in the loop state when
-    `carried` (so that finished items' rows can be dropped), else captured as a constant."""
-    if shared is None:
-        return (lambda ids, step, cache, _: fn(ids, step, cache)), ()
-    if carried:
-        return fn, shared
-    return (lambda ids, step, cache, _: fn(ids, step, cache, shared)), ()
+    fn: SymbolsToLogitsFn  # (ids, step, cache, shared) -> (logits (rows, vocab), new cache)
+    cache: Any  # nest of per-item (batch, ...) tensors, or an empty structure
+    shared: Any  # nest of per-item (batch, ...) tensors the step only reads, or ()
+    reorder_cache: Callable | None = None  # growing buffers: (cache, parents) -> cache
 
 
 class Outputs(NamedTuple):
@@ -219,20 +207,12 @@ def gather_rows(nest, rows):
     return tf.nest.map_structure(lambda t: tf.gather(t, rows, axis=0), nest)
 
 
-def item_rows(items, rows_per_item: int) -> tf.Tensor:
-    """Rows of items `(n,)` in a batch-major `(active * rows_per_item, ...)` tensor ->
-    `(n * rows_per_item,)`."""
-    if rows_per_item == 1:
-        return items
-    return tf.reshape(items[:, None] * rows_per_item + tf.range(rows_per_item), [-1])
-
-
-class Position(NamedTuple):
+class StepContext(NamedTuple):
     """What `Strategy.advance` knows of the loop besides its own state."""
 
     step: tf.Tensor  # int32: () tokens generated before this step
     limits: tf.Tensor  # int32: (active,) per-item length limits
-    items: Any  # shrinking: int32 (active,) original item of each live row; else None
+    items: Any  # growing buffers: int32 (active,) original item of each live one; else None
     batch: tf.Tensor  # int32: () the original batch size
 
 
@@ -240,10 +220,10 @@ class Strategy:
     """How a search chooses its tokens and keeps its state; `decode` runs the loop.
 
     A strategy keeps `rows_per_item` rows per item: the step function reads its
-    `decoder_ids`, `(active * rows_per_item, length)`, batch-major, and the cache and `shared`
-    state are tiled to match. Its state is a NamedTuple whose fields are all `(active, ...)`
-    (so that dropping finished items is one gather per field); the fields named in `growing`
-    end in the length axis, one column longer after each step unless the loop is padded.
+    `decoder_ids`, `(active * rows_per_item, length)`, batch-major. Its state is a NamedTuple
+    whose fields are all `(active, ...)` (so that dropping finished items is one gather per
+    field); the fields named in `growing` end in the length axis, one column longer after
+    each step unless the loop is padded.
     """
 
     rows_per_item: int = 1
@@ -262,7 +242,7 @@ class Strategy:
         """int32 `(active * rows_per_item, length)`: the ids the step function reads."""
         raise NotImplementedError
 
-    def advance(self, state, logits, at: Position, loop: LoopOptions):
+    def advance(self, state, logits, at: StepContext, loop: LoopOptions):
         """One step from the step function's `logits (active * rows_per_item, vocab)`:
         `(new_state, reorder)`, where `reorder` int32 `(active, rows_per_item)` gives the old
         row of every new one (the cache is gathered by it), or None if rows stay in place."""
@@ -280,89 +260,75 @@ class Strategy:
 
 
 class LoopState(NamedTuple):
-    """The `tf.while_loop` state. `active` is the batch, or when shrinking the items not
+    """The `tf.while_loop` state. `active` is the batch, or with growing buffers the items not
     dropped yet; `k` is the strategy's `rows_per_item`."""
 
     step: tf.Tensor  # int32: () tokens generated so far
     search: Any  # the strategy's state, a NamedTuple of (active, ...) tensors
-    cache: Any  # nest of (active * k, ...) tensors
+    cache: Any  # growing: nest of (active, ...) tensors; fixed: (batch * k, ...)
     limits: tf.Tensor  # int32: (active,) per-item length limits
-    shared: Any  # shrinking: nest of (active * k, ...) per-item tensors; else ()
-    outputs: Any  # shrinking: Outputs of the strategy's `result_shapes`; else ()
+    shared: Any  # growing: nest of (active, ...) per-item tensors; fixed: () (captured)
+    outputs: Any  # growing: Outputs of the strategy's `result_shapes`; fixed: ()
 
 
 class _Loop:
-    """One run of `decode`: the body and condition of its `tf.while_loop`. `fn` takes
-    `(ids, step, cache, state.shared)` (see `bind_shared`)."""
+    """One run of `decode`: the body and condition of its `tf.while_loop`."""
 
-    def __init__(self, strategy: Strategy, fn, loop: LoopOptions, shrink: bool, batch,
-                 reorder_cache=None):  # fmt: skip
-        self.strategy, self.fn, self.loop, self.shrink = strategy, fn, loop, shrink
-        self.batch = batch  # int32: () the original batch size
-        self.reorder_cache = reorder_cache  # None: the cache has rows, gathered on re-ranking
+    def __init__(self, strategy: Strategy, step: StepFunction, loop: LoopOptions, batch):
+        self.strategy, self.loop, self.batch = strategy, loop, batch  # batch: int32 ()
+        self.reorder_cache = step.reorder_cache
+        self.fn = step.fn
+        if loop.padded:  # `shared` tiled once, captured; the cache's rows are gathered
+            shared = tile_items(step.shared, strategy.rows_per_item)
+            self.fn = lambda ids, at, cache, _: step.fn(ids, at, cache, shared)
 
-    def initial_state(self, initial_ids, initial_cache, limits, max_len, shared) -> LoopState:
-        """The state before the first step; `initial_cache` is tiled to the strategy's rows,
-        `shared` is the carried state of `bind_shared`."""
-        k = self.strategy.rows_per_item
-        if k > 1 and self.reorder_cache is None:  # -> (batch * k, ...)
-            initial_cache = tf.nest.map_structure(lambda t: tile_beams(t, k), initial_cache)
-        outputs = ()
-        if self.shrink:
+    def initial_state(self, initial_ids, step: StepFunction, limits, max_len) -> LoopState:
+        """The state before the first step: with fixed buffers the cache is tiled to the
+        strategy's rows, with growing ones `shared` is carried (its rows are dropped)."""
+        cache, shared, outputs = step.cache, step.shared, ()
+        if self.loop.padded:
+            cache, shared = tile_items(cache, self.strategy.rows_per_item), ()
+        else:
             outputs = initial_outputs(self.batch, *self.strategy.result_shapes(), self.loop.pad_id)
         return LoopState(
             step=tf.constant(0, tf.int32),
             search=self.strategy.initial_state(initial_ids, limits, max_len, self.loop),
-            cache=initial_cache,
+            cache=cache,
             limits=limits,
             shared=shared,
             outputs=outputs,
         )
 
-    def advance(self, state: LoopState):
-        """`(new_state with its cache left out (()), new cache in the old row order, reorder
-        or None)`, as `Strategy.advance`."""
+    def body(self, state: LoopState) -> LoopState:
         ids = self.strategy.decoder_ids(state.search)  # (active * k, length)
         logits, cache = self.fn(ids, state.step, state.cache, state.shared)
-        items = state.outputs.items if self.shrink else None
-        at = Position(state.step, state.limits, items, self.batch)
+        items = None if self.loop.padded else state.outputs.items
+        at = StepContext(state.step, state.limits, items, self.batch)
         search, reorder = self.strategy.advance(state.search, logits, at, self.loop)
-        return state._replace(step=state.step + 1, search=search, cache=()), cache, reorder
-
-    def body(self, state: LoopState) -> LoopState:
-        state, cache, reorder = self.advance(state)
-        if reorder is not None and self.reorder_cache is not None:  # a per-item cache
-            k = self.strategy.rows_per_item
-            first = tf.range(tf.shape(reorder)[0])[:, None] * k  # (active, 1)
-            cache, reorder = self.reorder_cache(cache, reorder - first), None
-        if not self.shrink:
+        state = state._replace(step=state.step + 1, search=search)
+        if self.loop.padded:
             if reorder is not None:
                 cache = gather_rows(cache, tf.reshape(reorder, [-1]))  # -> (batch * k, ...)
             return state._replace(cache=cache)
+        if reorder is not None:
+            first = tf.range(tf.shape(reorder)[0])[:, None] * self.strategy.rows_per_item
+            cache = self.reorder_cache(cache, reorder - first)  # parents within each item
+        state = state._replace(cache=cache)
         done = self.strategy.item_done(state.search, state.step, state.limits)  # (active,)
         compact = should_compact(done, self.loop.shrink_threshold)
-        if reorder is None:  # the cache keeps its rows: dropped with the other fields
-            state = state._replace(cache=cache)
-            return tf.cond(compact, lambda: self.drop(state, done), lambda: state)
-        keep = tf.logical_not(done) | tf.logical_not(compact)  # (active,)
-        # The reorder drops the dropped items' cache rows in the same gather.
-        rows = tf.reshape(tf.gather(reorder, row_index(keep)), [-1])  # -> (kept * k,)
-        state = tf.cond(compact, lambda: self.drop(state, done), lambda: state)
-        return state._replace(cache=gather_rows(cache, rows))  # fields: (kept, ...)
+        return tf.cond(compact, lambda: self.drop(state, done), lambda: state)
 
     def drop(self, state: LoopState, done) -> LoopState:
         """Store the results of the `done` items (bool `(active,)`) and drop their rows; the
-        kept rows keep their order."""
+        kept items keep their order."""
         gone, kept = row_index(done), row_index(tf.logical_not(done))  # (gone,), (kept,)
         ids, scores = self.strategy.results(state.search, gone)
         outputs = store(state.outputs, gone, ids, scores, self.loop.pad_id)
-        rows = item_rows(kept, self.strategy.rows_per_item)  # (kept * k,)
-        per_item = rows if self.reorder_cache is None else kept  # how cache and shared are laid
         return state._replace(
             search=gather_rows(state.search, kept),  # each (kept, ...)
-            cache=gather_rows(state.cache, per_item),  # each (kept [* k], ...); () if reordered
+            cache=gather_rows(state.cache, kept),  # each (kept, ...)
             limits=tf.gather(state.limits, kept),  # (kept,)
-            shared=gather_rows(state.shared, per_item),  # each (kept [* k], ...)
+            shared=gather_rows(state.shared, kept),  # each (kept, ...)
             outputs=outputs._replace(items=tf.gather(outputs.items, kept)),  # (kept,)
         )
 
@@ -374,16 +340,16 @@ class _Loop:
     def results(self, state: LoopState) -> tuple[tf.Tensor, tf.Tensor]:
         """The strategy's `results` of the final state, for the whole batch."""
         ids, scores = self.strategy.results(state.search)
-        if not self.shrink:
+        if self.loop.padded:
             return ids, scores
         rows = tf.range(tf.shape(ids)[0])
         outputs = store(state.outputs, rows, ids, scores, self.loop.pad_id)
         return outputs.ids, outputs.scores
 
     def invariants(self, state: LoopState) -> LoopState:
-        """Shape invariants: static when padded; else the `growing` fields of the strategy's
-        state and the cache free on their length axis and, when shrinking, every per-item
-        tensor free on its first axis."""
+        """Shape invariants: static with fixed buffers; else every per-item tensor free on its
+        first axis, and the `growing` fields of the strategy's state and the cache free on
+        their length axis too."""
         invariants = tf.nest.map_structure(lambda t: t.shape, state)
         if self.loop.padded:
             return invariants
@@ -391,30 +357,38 @@ class _Loop:
             free_last_axis(t) if name in self.strategy.growing else t.shape
             for name, t in zip(state.search._fields, state.search)
         ]
-        if not self.shrink:
-            cache = tf.nest.map_structure(growing_shape, state.cache)
-            return invariants._replace(search=type(state.search)(*search), cache=cache)
         search = [tf.TensorShape([None]).concatenate(shape[1:]) for shape in search]
         return invariants._replace(
             search=type(state.search)(*search),
-            cache=tf.nest.map_structure(shrinking_cache_shape, state.cache),
+            cache=tf.nest.map_structure(growing_shape, state.cache),
             limits=tf.TensorShape([None]),
             shared=tf.nest.map_structure(shrinking_shape, state.shared),
             outputs=outputs_shape(state.outputs),
         )
 
 
+def check_design(step: StepFunction, loop: LoopOptions) -> None:
+    """Growing buffers need the step's `reorder_cache`; fixed ones reorder rows by gather."""
+    if loop.padded and step.reorder_cache is not None:
+        raise ValueError(
+            "A step function with reorder_cache keeps its state per item: it needs growing "
+            "buffers, LoopOptions(padded=False). Received: padded=True"
+        )
+    if not loop.padded and step.reorder_cache is None:
+        raise ValueError(
+            "Growing buffers need a step function with per-item state and its reorder_cache "
+            "(incremental.per_source_step). Received: reorder_cache=None"
+        )
+
+
 def decode(
     strategy: Strategy,
-    symbols_to_logits_fn: SymbolsToLogitsFn,
+    step: StepFunction,
     initial_ids,
-    initial_cache,
     max_decode_length,
     loop: LoopOptions | None = None,
     *,
     max_lengths=None,
-    shared=None,
-    reorder_cache=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Batched decoding with `strategy`; see the module docstring for the protocol.
 
@@ -424,44 +398,28 @@ def decode(
     Args:
         strategy: how tokens are chosen, e.g. `BeamSearch(vocab_size, SearchOptions())` or
             `Sampling(SamplingOptions("top_k", top_k=10))`.
-        symbols_to_logits_fn: `(ids, step, cache) -> (logits, new_cache)`, or with `shared`
-            `(ids, step, cache, shared) -> (logits, new_cache)`, as described above.
+        step: the model's `StepFunction` for the loop's design (`incremental.per_source_step`
+            for growing buffers, `incremental.fixed_shape_step` for fixed ones).
         initial_ids: int `(batch,)`, the first token of every row (BOS).
-        initial_cache: nest of per-item `(batch, ...)` tensors (or an empty structure); tiled
-            here to the strategy's rows.
         max_decode_length: int or scalar int tensor, the most tokens a row may generate (EOS
             included). With `loop.padded` it is the size of the id buffers and must be static
             under XLA (a Python int, or computed from static shapes).
-        loop: `LoopOptions` (EOS and padding ids, padded buffers, shrinking); default
-            `LoopOptions()`, the project's special ids.
+        loop: `LoopOptions` (EOS and padding ids, the design, dropping finished items);
+            default `LoopOptions()`, the project's special ids and growing buffers.
         max_lengths: optional int `(batch,)`, per-item limits `<= max_decode_length`; a row
             reaching its item's limit without EOS is finished there.
-        shared: optional nest of per-item `(batch, ...)` tensors the step function reads but
-            never changes (encoder-decoder keys/values, memory mask): tiled here once, never
-            reordered, passed as the fourth argument.
-        reorder_cache: optional `(cache, parents) -> cache` (growing mode): the cache and
-            `shared` are then per item, never tiled, and re-ranking calls it with the int32
-            `(active, rows_per_item)` source row within the item of every new row instead of
-            gathering the cache's rows (see "Per-item state" above).
 
     Returns:
         The strategy's `(ids, scores)` for the whole batch: ids int32 `(batch, ...,
         length + 1)` with the initial id at position 0 and `pad_id` after EOS, where `length`
-        is the number of steps run (growing mode) or `max_decode_length` (padded). Shrinking
-        changes none of them.
+        is the number of steps run (growing buffers) or `max_decode_length` (fixed).
     """
     loop = loop or LoopOptions()
-    shrink = (shared is not None if loop.shrink is None else bool(loop.shrink)) and not loop.padded
+    check_design(step, loop)
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
     max_len, limits = length_limits(initial_ids, max_decode_length, max_lengths)
-    k = strategy.rows_per_item
-    if reorder_cache is not None and loop.padded:
-        raise ValueError("reorder_cache needs growing buffers: LoopOptions(padded=False).")
-    if shared is not None and k > 1 and reorder_cache is None:  # -> (batch * k, ...)
-        shared = tf.nest.map_structure(lambda t: tile_beams(t, k), shared)
-    fn, state_shared = bind_shared(symbols_to_logits_fn, shared, carried=shrink)
-    run = _Loop(strategy, fn, loop, shrink, tf.shape(initial_ids)[0], reorder_cache)
-    state = run.initial_state(initial_ids, initial_cache, limits, max_len, state_shared)
+    run = _Loop(strategy, step, loop, tf.shape(initial_ids)[0])
+    state = run.initial_state(initial_ids, step, limits, max_len)
     final = tf.while_loop(
         run.keep_going,
         lambda s: (run.body(s),),

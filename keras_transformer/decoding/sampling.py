@@ -1,10 +1,9 @@
 """Greedy decoding and top-k / top-p (nucleus) sampling: the `Sampling` strategy of
-`loop.decode`, through the same `symbols_to_logits_fn(ids, step, cache) -> (logits,
-new_cache)` as beam search (one row per item).
+`loop.decode`, through the same step functions as beam search (one row per item).
 
-    ids, log_probs = decode(Sampling(), fn, bos_ids, cache, 60, LoopOptions(eos_id=3))  # greedy
+    ids, log_probs = decode(Sampling(), step, bos_ids, 60, LoopOptions(eos_id=3))  # greedy
     top_p = Sampling(SamplingOptions("top_p", top_p=0.9, seed=(1, 2)))
-    ids, log_probs = decode(top_p, fn, bos_ids, cache, 60, LoopOptions(eos_id=3))
+    ids, log_probs = decode(top_p, step, bos_ids, 60, LoopOptions(eos_id=3))
     # knobs decided per call (tensors, as the export's translate_sample signature takes them):
     Sampling(SamplingOptions("sample", top_k=k, top_p=p, temperature=t, seed=seed_pair))
 
@@ -12,7 +11,7 @@ Sampling uses stateless random ops: the same `seed` gives the same samples for t
 (a row's draws depend on the seed, the step and the row's position in the batch), and the
 loop stays free of Python side effects (and runs under XLA with padded buffers).
 
-When the loop drops finished items' rows (`shared` per-item state, growing mode), draws are
+When the loop drops finished items' rows (growing buffers), draws are
 still taken on a full-batch logits tensor with every row at its original position (the CPU
 kernel's random stream per row depends on the batch it is given), so shrinking changes no
 sample.
@@ -25,7 +24,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.decoding.loop import NEG_INF, LoopOptions, Position, Strategy
+from keras_transformer.decoding.loop import NEG_INF, LoopOptions, StepContext, Strategy
 
 METHODS = ("greedy", "top_k", "top_p", "sample")
 
@@ -153,7 +152,7 @@ class Sampling(Strategy):
     def decoder_ids(self, state: SampleState) -> tf.Tensor:
         return state.ids  # (active, length)
 
-    def choose(self, logits, at: Position) -> tf.Tensor:
+    def choose(self, logits, at: StepContext) -> tf.Tensor:
         """Next tokens `(active,)` from float32 logits `(active, vocab)`."""
         options = self.options
         if options.method == "greedy":
@@ -165,7 +164,7 @@ class Sampling(Strategy):
             scaled = top_p_filter(scaled, options.top_p)
         else:
             scaled = filter_logits(scaled, options.top_k, options.top_p)
-        if at.items is not None:  # shrinking: draw with every row at its original position
+        if at.items is not None:  # rows dropped: draw with every row at its original position
             full = tf.zeros(tf.stack([at.batch, tf.shape(scaled)[1]]), scaled.dtype)
             scaled = tf.tensor_scatter_nd_update(full, at.items[:, None], scaled)  # (batch, v)
         seed = tf.random.experimental.stateless_fold_in(self.seed, at.step)
@@ -173,7 +172,7 @@ class Sampling(Strategy):
         drawn = drawn[:, 0]  # (rows, 1) -> (rows,)
         return drawn if at.items is None else tf.gather(drawn, at.items)  # (active,)
 
-    def advance(self, state: SampleState, logits, at: Position, loop: LoopOptions):
+    def advance(self, state: SampleState, logits, at: StepContext, loop: LoopOptions):
         """One step; rows stay in place (no reorder)."""
         logits = tf.cast(logits, tf.float32)  # (active, vocab)
         tokens = self.choose(logits, at)  # (active,)

@@ -33,11 +33,7 @@ from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
 from keras_transformer.decoding.documents import cut_ranks, translate_documents
-from keras_transformer.decoding.incremental import (
-    StepFunction,
-    incremental_decoder_with_shared,
-    per_item_decoder,
-)
+from keras_transformer.decoding.incremental import fixed_shape_step, per_source_step
 from keras_transformer.decoding.loop import LoopOptions, Strategy, decode
 from keras_transformer.decoding.sampling import Sampling, SamplingOptions, check_sampling_args
 from keras_transformer.model import Transformer
@@ -82,9 +78,9 @@ def decode_sources(
     """`loop.decode` with `strategy` over the cached decoder of `model`, TF ops only
     (XLA-compatible with padded_decode): right-padded source ids are prepared
     (`prepare_source`), encoded once, and each may produce at most `min(source length +
-    options.max_extra_length, max_length)` tokens; in growing mode the cache is per source
-    (`incremental.per_item_decoder`: never tiled by beam nor copied to reorder it) and finished
-    sources' rows are dropped.
+    options.max_extra_length, max_length)` tokens; with growing buffers the cache is per source
+    (`incremental.per_source_step`: never tiled by beam nor copied to reorder it) and finished
+    sources' rows are dropped; with `padded_decode`, `incremental.fixed_shape_step`.
 
     Returns the strategy's `(ids, scores)`, ids with BOS first."""
     config = model.config
@@ -96,16 +92,10 @@ def decode_sources(
     loop = LoopOptions(config.eos_id, config.pad_id, padded=options.padded_decode)
     bos_ids = tf.fill(tf.shape(source)[:1], config.bos_id)  # (batch,)
     if options.padded_decode:  # fixed-size buffers, reordered by gather (XLA's layout)
-        fn, cache, shared = incremental_decoder_with_shared(
-            model, memory, memory_mask, max_len, strategy.rows_per_item
-        )
-        step = StepFunction(fn, cache, shared)
+        step = fixed_shape_step(model, memory, memory_mask, max_len)
     else:  # a per-source cache that is never copied to reorder it
-        step = per_item_decoder(model, memory, memory_mask, strategy.rows_per_item)
-    return decode(
-        strategy, step.fn, bos_ids, step.cache, max_len, loop, max_lengths=limits,
-        shared=step.shared, reorder_cache=step.reorder_cache,
-    )  # fmt: skip
+        step = per_source_step(model, memory, memory_mask, strategy.rows_per_item)
+    return decode(strategy, step, bos_ids, max_len, loop, max_lengths=limits)
 
 
 def search_ids(

@@ -68,7 +68,7 @@ class SublayerBlock(keras.layers.Layer):
         self.feed_forward_norm = self._layer_norm("feed_forward_norm", input_shape)
         self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
-    def _residual(self, x, sublayer, norm, training):
+    def residual(self, x, sublayer, norm, training):
         """LayerNorm(x + Dropout(Sublayer(x))), or x + Dropout(Sublayer(LayerNorm(x))).
 
         `sublayer` returns a tuple whose first item is the output; the rest is passed back."""
@@ -78,10 +78,10 @@ class SublayerBlock(keras.layers.Layer):
         out = sublayer(norm(x))
         return x + self.residual_dropout(out[0], training=training), out[1:]
 
-    def _feed_forward_block(self, x, training, kernels=None):
+    def feed_forward_block(self, x, training=None):
         """The last sub-layer of every encoder and decoder layer: `(batch, len, d_model)`."""
-        feed_forward = lambda h: (self.feed_forward(h, training=training, kernels=kernels),)  # noqa: E731
-        return self._residual(x, feed_forward, self.feed_forward_norm, training)[0]
+        feed_forward = lambda h: (self.feed_forward(h, training=training),)  # noqa: E731
+        return self.residual(x, feed_forward, self.feed_forward_norm, training)[0]
 
     def get_config(self):
         config = super().get_config()
@@ -172,7 +172,8 @@ class LayerStack(keras.layers.Layer):
         x = inputs + self.position_layer(inputs, start_index=start_index)
         return self.embedding_dropout(x, training=training)
 
-    def _final_norm(self, x):
+    def apply_final_norm(self, x):
+        """The stack's last LayerNorm ("pre" only; "post" layers end normalized)."""
         return x if self.final_norm is None else self.final_norm(x)
 
     def get_config(self):

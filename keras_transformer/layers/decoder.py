@@ -59,10 +59,7 @@ class Decoder(LayerStack):
             return 0
         if cache_update_index is not None:
             return cache_update_index
-        decoded = ops.shape(cache[0]["self"]["key"])[2]  # tokens already decoded
-        if "recent_key" in cache[0]["self"]:  # a slot_cache: the older part and the recent one
-            decoded = decoded + ops.shape(cache[0]["self"]["recent_key"])[2]
-        return decoded
+        return ops.shape(cache[0]["self"]["key"])[2]  # tokens already decoded
 
     def _self_attention_mask(self, inputs, target_mask, cache, cache_update_index, start):
         """Causal (and, with `target_mask`, padding) mask `(1 or batch, q_len, k_len)`."""
@@ -89,10 +86,7 @@ class Decoder(LayerStack):
         return_attention_scores=False,
     ):
         start = self._start_index(cache, cache_update_index)
-        if cache is not None and "ancestors" in cache[0]["self"]:
-            mask = None  # one new token per row: its ancestors' slots are its mask
-        else:
-            mask = self._self_attention_mask(inputs, target_mask, cache, cache_update_index, start)
+        mask = self._self_attention_mask(inputs, target_mask, cache, cache_update_index, start)
         x = self.embed_positions(inputs, start_index=start, training=training)
         all_weights, new_cache = [], []
         for i, layer in enumerate(self.layers):
@@ -106,7 +100,7 @@ class Decoder(LayerStack):
             all_weights.append(weights)
             if cache is not None:
                 new_cache.append(out[2])
-        results = [self._final_norm(x)]
+        results = [self.apply_final_norm(x)]
         if return_attention_scores:
             results.append(all_weights)
         if cache is not None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_transformer.layers import padded_dense
 from keras_transformer.layers.base import SublayerBlock
 
 
@@ -24,8 +23,7 @@ class DecoderLayer(SublayerBlock):
             padding; built by `Decoder`).
         memory_mask: boolean `(batch, src_len)`, True for real source tokens.
         cache: optional `{"self": {"key", "value"}, "cross": {"key", "value"}}` of
-            `(batch, num_heads, len, d_k)` tensors, see `MultiHeadAttention`; with
-            "kernels", `kernels()`: the sub-layers' weights padded once per search.
+            `(batch, num_heads, len, d_k)` tensors (`init_cache`), see `MultiHeadAttention`.
         cache_update_index: write position for a fixed-size self-attention cache.
         training: whether dropout is active.
         return_attention_scores: also return the cross-attention weights
@@ -65,51 +63,30 @@ class DecoderLayer(SublayerBlock):
         cross_mask = None
         if memory_mask is not None:
             cross_mask = ops.expand_dims(ops.cast(memory_mask, "bool"), 1)  # (b, 1, src_len)
-        new_cache = {}
-        kernels = (cache or {}).get("kernels") or {}
+        self_cache = None if cache is None else cache["self"]
+        cross_cache = None if cache is None else cache["cross"]
 
-        def self_attend(x):
+        def self_attend(x):  # -> (output,) or (output, new self-attention cache)
             out = self.self_attention(
-                x, x, attention_mask=self_attention_mask, training=training,
-                cache=None if cache is None else cache["self"],
-                cache_update_index=cache_update_index, kernels=kernels.get("self_attention"),
+                x, x, attention_mask=self_attention_mask, cache=self_cache,
+                cache_update_index=cache_update_index, training=training,
             )  # fmt: skip
-            if cache is None:
-                return (out,)
-            new_cache["self"] = out[1]
-            return (out[0],)
+            return (out,) if self_cache is None else out
 
         def cross_attend(x):
-            cross_cache = None if cache is None else cache["cross"]
-            out = self.cross_attention(
-                x, None if cross_cache is not None else memory, attention_mask=cross_mask,
+            return self.cross_attention(
+                x, memory if cross_cache is None else None, attention_mask=cross_mask,
                 cache=cross_cache, training=training, return_attention_scores=True,
-                kernels=kernels.get("cross_attention"),
             )  # fmt: skip
-            if cross_cache is not None:
-                new_cache["cross"] = out[2]
-            return out[:2]
 
-        x, _ = self._residual(inputs, self_attend, self.attention_norm, training)
-        x, (weights,) = self._residual(x, cross_attend, self.cross_attention_norm, training)
-        x = self._feed_forward_block(x, training, kernels.get("feed_forward"))
-        results = [x]
+        x, new_self = self.residual(inputs, self_attend, self.attention_norm, training)
+        x, (weights, *_) = self.residual(x, cross_attend, self.cross_attention_norm, training)
+        results = [self.feed_forward_block(x, training)]
         if return_attention_scores:
             results.append(weights)
         if cache is not None:
-            results.append(new_cache)
+            results.append({"self": new_self[0], "cross": cross_cache})
         return results[0] if len(results) == 1 else tuple(results)
-
-    def kernels(self, pad: int = padded_dense.PAD) -> dict:
-        """The weights a decoding step multiplies by, padded (`layers.padded_dense`), for the
-        cache's "kernels": `{"self_attention": {"query", "key", "value",
-        "output"}, "cross_attention": {"query", "output"}, "feed_forward": {"inner", "outer"}}`
-        (the encoder-decoder keys/values are projected once, in `init_cache`)."""
-        return {
-            "self_attention": self.self_attention.kernels(pad=pad),
-            "cross_attention": self.cross_attention.kernels(("query", "output"), pad),
-            "feed_forward": self.feed_forward.kernels(pad),
-        }
 
     def init_cache(self, memory, batch_size=None, max_length=None):
         """Cache for step-by-step decoding: encoder-decoder keys/values projected once.

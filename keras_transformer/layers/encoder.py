@@ -49,5 +49,5 @@ class Encoder(LayerStack):
                 x, padding_mask=padding_mask, training=training, return_attention_scores=True
             )
             all_weights.append(weights)
-        x = self._final_norm(x)
+        x = self.apply_final_norm(x)
         return (x, all_weights) if return_attention_scores else x

@@ -56,6 +56,6 @@ class EncoderLayer(SublayerBlock):
                 return_attention_scores=True,
             )  # fmt: skip
 
-        x, (weights,) = self._residual(inputs, attend, self.attention_norm, training)
-        x = self._feed_forward_block(x, training)
+        x, (weights,) = self.residual(inputs, attend, self.attention_norm, training)
+        x = self.feed_forward_block(x, training)
         return (x, weights) if return_attention_scores else x

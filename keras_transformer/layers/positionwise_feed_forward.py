@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import keras
 
-from keras_transformer.layers import padded_dense
-
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
@@ -19,8 +17,6 @@ class PositionwiseFeedForward(keras.layers.Layer):
     Call arguments:
         inputs: `(batch, seq_len, d_model)`.
         training: whether dropout is active.
-        kernels: None, or `kernels()`: `{"inner", "outer"}` weights padded once per search
-            (`layers.padded_dense`).
 
     Returns:
         `(batch, seq_len, d_model)`.
@@ -48,19 +44,10 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.outer.build(tuple(input_shape[:-1]) + (self.d_ff,))
         self.built = True
 
-    def call(self, inputs, training=None, kernels=None):
-        kernels = kernels or {}
-        hidden = padded_dense.apply(self.inner, inputs, kernels.get("inner"))  # (b, len, d_ff)
+    def call(self, inputs, training=None):
+        hidden = self.inner(inputs)  # (batch, seq_len, d_ff), ReLU applied
         hidden = self.inner_dropout(hidden, training=training)
-        return padded_dense.apply(self.outer, hidden, kernels.get("outer"))  # (b, len, d_model)
-
-    def kernels(self, pad: int = padded_dense.PAD) -> dict:
-        """`{"inner", "outer"}`: `padded_dense.padded_kernel` of each, for
-        `call(..., kernels=)`."""
-        return {
-            "inner": padded_dense.padded_kernel(self.inner, pad),
-            "outer": padded_dense.padded_kernel(self.outer, pad),
-        }
+        return self.outer(hidden)  # (batch, seq_len, d_model)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

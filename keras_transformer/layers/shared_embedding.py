@@ -28,8 +28,9 @@ class SharedEmbedding(keras.layers.Layer):
             `(batch, seq_len, vocab_size)`.
         output_kernel: with `reverse`, `E^T` already transposed, `(d_model, vocab_size)` in
             the compute dtype (`output_kernel()`): a decoding loop transposes once per
-            search, not at every step, and a product with a pre-transposed right-hand side
-            ran 1.1x (AVX2) to 1.6x (AVX-512) faster on our CPUs (benchmarks/README.md).
+            search, not at every step; a product with a pre-transposed right-hand side is
+            the faster one on our CPUs (designs "rows" against "rows+T" of `benchmarks/run.py
+            decode ab`, benchmarks/results/2026-11-25-decode-slot-cache.md, with the command).
 
     Example:
     >>> emb = SharedEmbedding(vocab_size=37000, d_model=512)
@@ -66,7 +67,7 @@ class SharedEmbedding(keras.layers.Layer):
             if output_kernel is None:
                 output_kernel = self.output_kernel()
             # One 2-D matrix product: "bld,vd->blv" as an einsum lowers to a broadcasting
-            # batched product on TensorFlow, about 3x slower forward plus backward on CPU.
+            # batched product on TensorFlow, slower forward plus backward on CPU.
             leading = ops.shape(inputs)[:-1]
             flat = ops.reshape(inputs, (-1, self.d_model))  # -> (batch * seq_len, d_model)
             logits = ops.matmul(flat, output_kernel)  # -> (batch * seq_len, vocab)

@@ -1,4 +1,4 @@
-"""A beam search's self-attention cache that is never reordered (`decoding.incremental`).
+"""A beam search's self-attention cache that is never reordered (`incremental.per_source_step`).
 
 Every row (beam q of item i) writes the key/value of its newest token at position t of its own
 beam slot; when the search re-ranks beams, only `slots` changes: position s of the hypothesis
@@ -8,22 +8,34 @@ other hypotheses (`ancestor_mask`), instead of copying the cache by parent every
 
 The keys/values grow by one position per step, and tensors are immutable, so each append
 copies what it appends to. They are kept in two parts: `key`/`value` `(items, h, F, beam, d)`,
-appended to only when the decoding loop merges the recent part into it
-(`decoding.incremental.merge_recent`, every few steps), and `recent_key`/`recent_value`
-`(items, h, R, beam, d)`, appended to at every step. A step copies R positions instead of all
-t + 1, and attention reads both parts without joining them. `keras.ops` only, like every layer.
+appended to only when `merge_recent` moves the recent part into it (every `recent_positions`
+steps), and `recent_key`/`recent_value` `(items, h, R, beam, d)`, appended to at every step. A
+step copies R positions instead of all t + 1, and attention reads both parts without joining
+them. `keras.ops` only, like the layers.
 """
 
 from __future__ import annotations
 
 import math
 
+import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers.scaled_dot_product_attention import MASK_VALUE
 
 PARTS = (("key", "value"), ("recent_key", "recent_value"))
 NAMES = tuple(name for part in PARTS for name in part)
+# The recent part is merged every this many steps: chosen by `benchmarks/run.py decode ab`
+# (designs slots@8, slots@16, slots@32, slots@100000), in
+# benchmarks/results/2026-11-25-decode-slot-cache.md, which has the command.
+RECENT_POSITIONS = 16
+
+
+def empty(items, num_heads: int, beam: int, key_dim: int, value_dim: int, dtype) -> dict:
+    """A layer's cache before the first step: each part `(items, h, 0, beam, d)`."""
+    depths = {"key": key_dim, "value": value_dim}
+    depths.update({f"recent_{name}": depth for name, depth in depths.items()})
+    return {name: tf.zeros([items, num_heads, 0, beam, d], dtype) for name, d in depths.items()}
 
 
 def ancestor_mask(slots, beam: int):
@@ -57,7 +69,7 @@ def attend(q, cache: dict, mask):
 
     Args:
         q: `(items, h, beam, d_k)`, the newest query of every beam, grouped by item.
-        cache: the layer's cache, the newest keys/values already appended.
+        cache: a layer's cache, the newest keys/values already appended.
         mask: bool `(items, beam, (t + 1) * beam)` from `ancestor_mask`.
 
     Returns `(items, h, beam, d_v)` in the compute dtype."""
@@ -70,3 +82,27 @@ def attend(q, cache: dict, mask):
     weights = ops.cast(ops.softmax(scores, axis=-1), q.dtype)  # one fused kernel on TF
     split = [weights[..., :older], weights[..., older:]]
     return sum(ops.einsum("ihqk,ihkd->ihqd", w, value) for w, (_, value) in zip(split, parts))
+
+
+def merge_recent(caches: list, recent_positions: int = RECENT_POSITIONS) -> list:
+    """Move the recent part of every layer's cache to the end of its older part once it holds
+    `recent_positions`: one `tf.cond` for all layers."""
+
+    def merged(cache):
+        return {
+            "key": tf.concat([cache["key"], cache["recent_key"]], axis=2),
+            "value": tf.concat([cache["value"], cache["recent_value"]], axis=2),
+            "recent_key": cache["recent_key"][:, :, :0],
+            "recent_value": cache["recent_value"][:, :, :0],
+        }
+
+    full = tf.shape(caches[0]["recent_key"])[2] >= recent_positions
+    return tf.cond(full, lambda: [merged(c) for c in caches], lambda: [dict(c) for c in caches])
+
+
+def reorder_slots(cache: dict, parents) -> dict:
+    """The `reorder_cache` of `per_source_step`: the hypothesis now in beam q of an item
+    continues the one in beam `parents[:, q]` (int32 `(items, beam)`), so its positions live
+    where that one's did. Only the int32 slots move, `(items, t, beam)`."""
+    slots = tf.gather(cache["slots"], parents, axis=2, batch_dims=1)  # (items, t, beam)
+    return {**cache, "slots": slots}
