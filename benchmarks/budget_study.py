@@ -70,7 +70,7 @@ def evaluate_windows(model_dir: str, windows=WINDOWS, test_window: int | None = 
     from keras_transformer import artifacts
     from keras_transformer.config import TrainingConfig
     from keras_transformer.data import corpus
-    from keras_transformer.decoding.dev_bleu import BEST_WEIGHTS, best_record, load_history
+    from keras_transformer.decoding.dev_evaluation import BEST_WEIGHTS, best_record, load_history
     from keras_transformer.decoding.evaluation import evaluate_bleu
     from keras_transformer.training.checkpoints import average_checkpoints
 

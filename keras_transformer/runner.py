@@ -7,10 +7,12 @@ export the SavedModel.
     print("\\n".join(runner.report(result)))
 
 Training does not decode (`training` and `decoding` are siblings): the runner, above both and
-`serving`, gives training its dev-BLEU callbacks and, for a run planned to a time budget, the
-seconds to keep for the test evaluation and the export. A run stopped by a signal, a
-non-finite loss or a lost worker raises `keras_transformer.training.errors`' exceptions, and a
-bad flag, model directory or corpus a ValueError, before anything is evaluated or exported.
+`serving`, hands training its dev evaluation (`decoding.dev_evaluation.DevEvaluator`) and, for
+a run planned to a time budget, the work to keep time for after training (`EndOfRun`: the
+test sentences, the export), both made before training starts; training never calls back.
+A run stopped by a signal, a non-finite loss or a lost worker raises
+`keras_transformer.training.errors`' exceptions, and a bad flag, model directory or corpus a
+ValueError, before anything is evaluated or exported.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
+
+if TYPE_CHECKING:
+    from keras_transformer.decoding.dev_evaluation import DevEvaluator
+    from keras_transformer.training.budget import EndOfRun
 
 logger = logging.getLogger("keras_transformer")
 
@@ -65,35 +70,33 @@ class Runner:
         `summary.json` and their export with the evaluated beam search."""
         from keras_transformer.training import trainer
 
-        summary = trainer.train(self.config, self.dev_bleu_callbacks, self.end_of_run_reserve())
+        summary = trainer.train(self.config, self.dev_evaluator(), self.end_of_run())
         if not summary["chief"]:
             return RunResult(summary)
         weights, choice = self.final_weights()
         self.write_summary(summary, weights, choice)
         return RunResult(summary, weights, self.export(weights))
 
-    def dev_bleu_callbacks(self, tokenizer) -> list:
-        """`trainer.train`'s `chief_callbacks`: dev BLEU every `eval_every_steps` (none if 0)."""
+    def dev_evaluator(self) -> DevEvaluator | None:
+        """The dev evaluation training runs every `eval_every_steps` (None if 0)."""
         from keras_transformer.data import corpus
-        from keras_transformer.decoding.dev_bleu import DevBleu
+        from keras_transformer.decoding.dev_evaluation import DevEvaluator
 
         evaluation, model_dir = self.config.evaluation, self.config.run.model_dir
         if not evaluation.eval_every_steps:
-            return []
+            return None
         pairs = list(corpus.read_split(self.config.data, "dev", limit=evaluation.eval_dev_pairs))
-        return [
-            DevBleu(
-                pairs, tokenizer, model_dir, evaluation.eval_every_steps, evaluation.eval_decode,
-                self.config.eval_search(), keep_best=evaluation.delivered() != "averaged",
-                early_stopping=evaluation.early_stopping,
-            )
-        ]  # fmt: skip
+        return DevEvaluator(
+            pairs, model_dir, evaluation.eval_every_steps, evaluation.eval_decode,
+            self.config.eval_search(), keep_best=evaluation.delivered() != "averaged",
+            early_stopping=evaluation.early_stopping,
+        )  # fmt: skip
 
-    def end_of_run_reserve(self) -> Callable[[float, float], float] | None:
-        """`reserve(seconds_per_step, first_step_seconds)` of a planned run: the seconds its
-        test evaluation and export will take (`training.budget.end_of_run_seconds`)."""
+    def end_of_run(self) -> EndOfRun | None:
+        """The work after training a planned run keeps time for: the test sentences, the
+        dev pairs `--deliver auto` decodes, the export (None: not a planned run)."""
         from keras_transformer.data import corpus
-        from keras_transformer.training.budget import end_of_run_seconds
+        from keras_transformer.training.budget import EndOfRun
 
         if not self.config.planned():
             return None
@@ -103,14 +106,7 @@ class Runner:
             sentences = sum(1 for _ in test)
         if evaluation.delivered() == "auto":  # the averaged and the best weights decoded
             dev = 2 * len(self.choice_pairs()[0])
-        export = self.export_dir is not None
-
-        def reserve(seconds_per_step: float, first_step_seconds: float) -> float:
-            return end_of_run_seconds(
-                seconds_per_step, first_step_seconds, sentences, export, dev_sentences=dev
-            )
-
-        return reserve
+        return EndOfRun(sentences, self.export_dir is not None, dev)
 
     def final_weights(self) -> tuple[str, dict[str, Any] | None]:
         """The weights the run delivers (`EvaluationConfig.delivered()`), and for "auto" the
@@ -122,7 +118,7 @@ class Runner:
         same few hundred sentences is partly luck (gettext `names`: 1.4 BLEU over the averaged
         weights on the curve's 200 pairs, 3.4 under them on the test split), hence the
         held-out pairs and the test."""
-        from keras_transformer.decoding import dev_bleu
+        from keras_transformer.decoding import dev_evaluation as dev_bleu
         from keras_transformer.decoding.evaluation import paired_bleu
 
         evaluation, model_dir = self.config.evaluation, self.config.run.model_dir
@@ -186,7 +182,7 @@ class Runner:
         """Add the dev-BLEU curve, the delivered weights (with `choice`, the comparison that
         chose them) and (unless `eval_limit=0`) the test scores to training's `summary` and
         write it to `MODEL_DIR/summary.json`."""
-        from keras_transformer.decoding.dev_bleu import best_record, load_history
+        from keras_transformer.decoding.dev_evaluation import best_record, load_history
 
         model_dir = self.config.run.model_dir
         history = load_history(model_dir)
