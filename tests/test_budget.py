@@ -318,3 +318,15 @@ def test_run_end_stops_at_its_last_step_or_when_the_evaluation_asks(tmp_path):
         early.request("tired", 4)
     with pytest.raises(ValueError, match="last_step=0"):
         RunEnd(0)
+
+
+def test_agreement_tells_each_flag_apart():
+    """One all-reduce of both flags (a stop, a signal) per update; each comes back as raised
+    by any replica (here one: the plumbing; several workers: tests/test_multi_worker.py)."""
+    import tensorflow as tf
+
+    from keras_transformer.training.run_control import Agreement
+
+    agree = Agreement(tf.distribute.get_strategy())
+    for flags in ((False, False), (True, False), (False, True), (True, True)):
+        assert agree(*flags) == flags

@@ -53,6 +53,21 @@ def test_figures_match_an_independent_greedy_decode(trained, tmp_path):
     assert os.listdir(tmp_path / artifacts.LOG_DIR / "dev_bleu")  # TensorBoard events
 
 
+def test_without_a_tokenizer_it_reads_the_run_s_own(trained, tmp_path):
+    """Training writes `spm.model` before the first evaluation: an evaluator made before
+    training (the Runner's) reads it then and scores as one given the tokenizer."""
+    import shutil
+
+    directory, model, tokenizer = trained
+    run_dir = tmp_path / "run"
+    shutil.copytree(directory, run_dir)
+    evaluator = dev_evaluation.DevEvaluator(PAIRS, str(run_dir), every_steps=5)
+    record = evaluator.evaluate(model, 5)
+    os.makedirs(tmp_path / "given")
+    given = _evaluator(tokenizer, str(tmp_path / "given")).evaluate(model, 5)
+    assert (record["bleu"], record["chrf"]) == (given["bleu"], given["chrf"])
+
+
 def test_keep_best_and_early_stopping(trained, tmp_path):
     _, model, tokenizer = trained
     evaluator = _evaluator(tokenizer, str(tmp_path), keep_best=True, early_stopping=2)
