@@ -127,9 +127,9 @@ def compile_model(
         jit_compile=cfg.distribution.jit_compile,
     )
     # Eagerly, not inside the first trace of the train step: created there, each of the
-    # optimizer's ~260 variables gets an initialization `cond` in the traced graph, a much
-    # longer first trace (benchmarks/results/2026-11-25-benchmarks-history.md, "Start-up and
-    # the accuracy metric", `python benchmarks/profile_train_step.py --config quick`).
+    # optimizer's ~260 variables gets an initialization `cond` in the traced graph (quick
+    # preset: first trace 22.7 s -> 8.4 s; benchmarks/README, "Start-up and the accuracy
+    # metric").
     model.optimizer.build(model.trainable_variables)
     return schedule
 
