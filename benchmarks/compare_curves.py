@@ -21,7 +21,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py learning curves") -> N
     parser.add_argument("--output", required=True, help="the PNG to write")
     parser.add_argument("--title", help="the plot's title (default: the module's)")
     args = parser.parse_args(argv)
-    from keras_transformer.decoding.dev_bleu import load_history, plot_learning_curves
+    from keras_transformer.decoding.dev_evaluation import load_history, plot_learning_curves
 
     histories = {}
     for run in args.run:

@@ -7,22 +7,27 @@ export the SavedModel.
     print("\\n".join(runner.report(result)))
 
 Training does not decode (`training` and `decoding` are siblings): the runner, above both and
-`serving`, gives training its dev-BLEU callbacks and, for a run planned to a time budget, the
-seconds to keep for the test evaluation and the export. A run stopped by a signal, a
-non-finite loss or a lost worker raises `keras_transformer.training.errors`' exceptions, and a
-bad flag, model directory or corpus a ValueError, before anything is evaluated or exported.
+`serving`, hands training its dev evaluation (`decoding.dev_evaluation.DevEvaluator`) and, for
+a run planned to a time budget, the work to keep time for after training (`EndOfRun`: the
+test sentences, the export), both made before training starts; training never calls back.
+A run stopped by a signal, a non-finite loss or a lost worker raises
+`keras_transformer.training.errors`' exceptions, and a bad flag, model directory or corpus a
+ValueError, before anything is evaluated or exported.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
+
+if TYPE_CHECKING:
+    from keras_transformer.decoding.dev_evaluation import DevEvaluator
+    from keras_transformer.training.budget import EndOfRun
 
 
 @dataclass(frozen=True)
@@ -58,35 +63,33 @@ class Runner:
         `summary.json` and their export with the evaluated beam search."""
         from keras_transformer.training import trainer
 
-        summary = trainer.train(self.config, self.dev_bleu_callbacks, self.end_of_run_reserve())
+        summary = trainer.train(self.config, self.dev_evaluator(), self.end_of_run())
         if not summary["chief"]:
             return RunResult(summary)
         weights = self.final_weights()
         self.write_summary(summary, weights)
         return RunResult(summary, weights, self.export(weights))
 
-    def dev_bleu_callbacks(self, tokenizer) -> list:
-        """`trainer.train`'s `chief_callbacks`: dev BLEU every `eval_every_steps` (none if 0)."""
+    def dev_evaluator(self) -> DevEvaluator | None:
+        """The dev evaluation training runs every `eval_every_steps` (None if 0)."""
         from keras_transformer.data import corpus
-        from keras_transformer.decoding.dev_bleu import DevBleu
+        from keras_transformer.decoding.dev_evaluation import DevEvaluator
 
         evaluation, model_dir = self.config.evaluation, self.config.run.model_dir
         if not evaluation.eval_every_steps:
-            return []
+            return None
         pairs = list(corpus.read_split(self.config.data, "dev", limit=evaluation.eval_dev_pairs))
-        return [
-            DevBleu(
-                pairs, tokenizer, model_dir, evaluation.eval_every_steps, evaluation.eval_decode,
-                self.config.eval_search(), keep_best=evaluation.deliver == "best",
-                early_stopping=evaluation.early_stopping,
-            )
-        ]  # fmt: skip
+        return DevEvaluator(
+            pairs, model_dir, evaluation.eval_every_steps, evaluation.eval_decode,
+            self.config.eval_search(), keep_best=evaluation.deliver == "best",
+            early_stopping=evaluation.early_stopping,
+        )  # fmt: skip
 
-    def end_of_run_reserve(self) -> Callable[[float, float], float] | None:
-        """`reserve(seconds_per_step, first_step_seconds)` of a planned run: the seconds its
-        test evaluation and export will take (`training.budget.end_of_run_seconds`)."""
+    def end_of_run(self) -> EndOfRun | None:
+        """The work after training a planned run keeps time for: the test sentences and
+        the export (None: not a planned run)."""
         from keras_transformer.data import corpus
-        from keras_transformer.training.budget import end_of_run_seconds
+        from keras_transformer.training.budget import EndOfRun
 
         if not self.config.planned():
             return None
@@ -94,17 +97,12 @@ class Runner:
         if evaluation.eval_limit != 0:
             test = corpus.read_split(self.config.data, "test", limit=evaluation.eval_limit)
             sentences = sum(1 for _ in test)
-        export = self.export_dir is not None
-
-        def reserve(seconds_per_step: float, first_step_seconds: float) -> float:
-            return end_of_run_seconds(seconds_per_step, first_step_seconds, sentences, export)
-
-        return reserve
+        return EndOfRun(sentences, self.export_dir is not None)
 
     def final_weights(self) -> str:
         """The weights the run delivers (`EvaluationConfig.deliver`): the best dev-BLEU
         weights for "best" when an evaluation saved them, else the averaged final weights."""
-        from keras_transformer.decoding.dev_bleu import BEST_WEIGHTS
+        from keras_transformer.decoding.dev_evaluation import BEST_WEIGHTS
 
         model_dir = self.config.run.model_dir
         best = artifacts.path(model_dir, BEST_WEIGHTS)
@@ -128,7 +126,7 @@ class Runner:
     def write_summary(self, summary: dict[str, Any], weights: str) -> None:
         """Add the dev-BLEU curve, the delivered weights and (unless `eval_limit=0`) the test
         scores to training's `summary` and write it to `MODEL_DIR/summary.json`."""
-        from keras_transformer.decoding.dev_bleu import best_record, load_history
+        from keras_transformer.decoding.dev_evaluation import best_record, load_history
 
         model_dir = self.config.run.model_dir
         history = load_history(model_dir)

@@ -1,6 +1,7 @@
-"""A run planned to a time budget (`training.budget`) and the decays it ends with
-(`training.schedule`): the rates against NumPy's formulas, plans against the budget
-arithmetic on a fake clock, and a resumed planner against the uninterrupted one."""
+"""When a run ends (`training.run_end.RunEnd`), a run planned to a time budget
+(`training.budget`) and the decays it ends with (`training.schedule`): the rates against
+NumPy's formulas, plans against the budget arithmetic on a fake clock, a resumed planner
+against the uninterrupted one, and the step count and time limit in a real `fit`."""
 
 from __future__ import annotations
 
@@ -13,12 +14,10 @@ import numpy as np
 import pytest
 
 from keras_transformer.config import DEFAULT_TRAIN_STEPS, PLANNED_DECAY, TrainingConfig
-from keras_transformer.training.budget import (
-    BudgetPlanner,
-    Plan,
-    end_of_run_seconds,
-    process_start_time,
-)
+from keras_transformer.training.budget import BudgetPlanner, EndOfRun, Plan, process_start_time
+from keras_transformer.training.callbacks import PeriodicCheckpoint
+from keras_transformer.training.run_control import RunControl
+from keras_transformer.training.run_end import RunEnd
 from keras_transformer.training.schedule import TransformerSchedule
 
 D_MODEL, WARMUP = 128, 40
@@ -81,63 +80,57 @@ def test_schedule_plan_survives_its_config():
 
 
 class FakeRun:
-    """Drives a `BudgetPlanner` as `model.fit` would, on a fake clock: `step_seconds(step)`
-    per update, `pauses` {step: seconds} after an update (an evaluation)."""
+    """Drives a `RunEnd` with `planner` as `RunControl` would, on a fake clock:
+    `step_seconds(step)` per update, `pauses` {step: seconds} after an update (an evaluation).
+    `totals`: the run's last step each time it changed."""
 
     def __init__(self, planner, clock_start, step_seconds, pauses=None, start_step=0,
                  record_rates=True):  # fmt: skip
         self.record_rates = record_rates
         self.now = clock_start
         self.planner = planner
+        self.run_end = RunEnd(10**9, planner=planner, clock=lambda: self.now)
         self.step_seconds = step_seconds
         self.pauses = pauses or {}
-        self.model = SimpleNamespace(
-            optimizer=SimpleNamespace(iterations=keras.Variable(start_step, dtype="int64")),
-            stop_training=False,
-        )
-        planner.clock = lambda: self.now
-        planner.set_model(self.model)
-        self.rates = {}
+        self.step = start_step
+        self.model = SimpleNamespace(stop_training=False)
+        self.rates, self.totals = {}, []
 
     def run(self, limit=10_000):
-        self.planner.on_train_begin()
-        while not self.model.stop_training and self.step < self.stop_at and self.step < limit:
-            self.planner.on_train_batch_begin(0)
-            iteration = self.step
+        self.run_end.begin(self.step)
+        self._note_total()
+        while not self.model.stop_training and self.step < limit:
+            self.run_end.update_begins(self.step)
             if self.record_rates:
-                self.rates[iteration + 1] = float(self.planner.schedule(iteration))
-            self.now += self.step_seconds(iteration + 1)
-            self.model.optimizer.iterations.assign(iteration + 1)
-            self.planner.on_train_batch_end(0)
+                self.rates[self.step + 1] = float(self.planner.schedule(self.step))
+            self.now += self.step_seconds(self.step + 1)
+            self.step += 1
+            self.run_end.update_ends(self.step)
+            self._note_total()
+            if self.run_end.stopping:
+                self.run_end.stop(self.model, self.step)
             self.now += self.pauses.get(self.step, 0.0)
         return self
 
-    @property
-    def step(self):
-        return int(self.model.optimizer.iterations.numpy())
-
-    @property
-    def stop_at(self):  # `StopAtStep` at the planned last step
-        return self.planner.totals[-1] if self.planner.totals else 10**9
+    def _note_total(self):
+        total = self.run_end.total_steps
+        if total is not None and (not self.totals or self.totals[-1] != total):
+            self.totals.append(total)
 
 
 def _planner(tmp_path, budget=100.0, reserve=10.0, **kwargs):
     schedule = TransformerSchedule(D_MODEL, WARMUP, total_steps=10**6, decay="linear")
-    totals = []
-    planner = BudgetPlanner(
-        budget, 0.0, schedule, totals.append, str(tmp_path / "plan.json"),
-        lambda per_step, first: reserve, **kwargs,
-    )  # fmt: skip
-    planner.totals = totals
-    return planner
+    end_of_run = SimpleNamespace(seconds=lambda per_step, first: reserve)
+    return BudgetPlanner(budget, 0.0, schedule, str(tmp_path / "plan.json"), end_of_run, **kwargs)
 
 
 def test_plan_fits_the_budget_and_records_itself(tmp_path):
     planner = _planner(tmp_path, plan_after_steps=10, replan_every=10)
     run = FakeRun(planner, clock_start=5.0, step_seconds=lambda s: 0.2).run()
+    assert run.run_end.stopped_by == "steps"
     # at the end of update 10: 5 s start-up + 10 * 0.2 s spent, 10 s kept for the end
     expected = 10 + 410  # int((100 - 7 - 10 - 1) / 0.2): it aims half the 2% band early
-    assert planner.totals[0] == expected == run.step
+    assert run.totals[0] == expected == run.step
     plan = Plan.load(str(tmp_path / "plan.json"))
     assert plan.total_steps == expected and plan.segments[0].from_step == 11
     assert plan.segments[0].seconds_per_step == pytest.approx(0.2)
@@ -152,8 +145,8 @@ def test_plan_fits_the_budget_and_records_itself(tmp_path):
 def test_a_slower_machine_gets_a_shorter_plan_within_the_budget(tmp_path):
     planner = _planner(tmp_path, plan_after_steps=10, replan_every=20)
     run = FakeRun(planner, 5.0, step_seconds=lambda s: 0.2 if s <= 100 else 0.4).run()
-    first, last = planner.totals[0], planner.totals[-1]
-    assert len(planner.totals) >= 2 and last < first and run.step == last
+    first, last = run.totals[0], run.totals[-1]
+    assert len(run.totals) >= 2 and last < first and run.step == last
     assert run.now + 10.0 <= 100.0 + 1e-9
     rates = np.array([run.rates[s] for s in range(1, last + 1)])
     assert np.all(np.abs(np.diff(rates[WARMUP:])) < rates.max() / 50)  # no jump when replanned
@@ -166,17 +159,16 @@ def test_recurring_evaluations_count_in_the_plan(tmp_path):
     run = FakeRun(planner, 5.0, step_seconds=lambda s: 0.2, pauses=pauses).run()
     assert run.now + 10.0 <= 200.0 + 1e-9
     assert run.step > 0.9 * (200.0 - 5.0 - 10.0) / 0.26  # and it does not waste the budget
-    assert planner.stopped_by_budget_at_step is None  # the plan ended it, not the hard stop
+    assert run.run_end.stopped_by == "steps"  # the plan ended it, not the hard stop
 
 
 def test_a_resumed_run_follows_the_recorded_plan(tmp_path):
     def seconds(step):
         return 0.2 if step <= 100 else 0.35
 
-    uninterrupted = FakeRun(_planner(tmp_path / "a"), 5.0, seconds)
     os.makedirs(tmp_path / "a")
-    uninterrupted.planner.plan_after_steps, uninterrupted.planner.replan_every = 10, 20
-    uninterrupted.run()
+    planner = _planner(tmp_path / "a", plan_after_steps=10, replan_every=20)
+    uninterrupted = FakeRun(planner, 5.0, seconds).run()
     plan = Plan.load(str(tmp_path / "a" / "plan.json"))
     assert len(plan.segments) >= 2  # it planned anew on the slower machine
     # A second process resumes at step 120 (a checkpoint) with the plan on disk, on a much
@@ -185,7 +177,7 @@ def test_a_resumed_run_follows_the_recorded_plan(tmp_path):
     plan.save(str(tmp_path / "b" / "plan.json"))
     resumed = FakeRun(_planner(tmp_path / "b"), 0.0, lambda s: 0.01, start_step=120)
     resumed.run()
-    assert resumed.step == plan.total_steps and resumed.planner.totals == [plan.total_steps]
+    assert resumed.step == plan.total_steps and resumed.totals == [plan.total_steps]
     steps = range(121, plan.total_steps + 1)
     np.testing.assert_allclose(
         [resumed.rates[s] for s in steps], [uninterrupted.rates[s] for s in steps], rtol=1e-6
@@ -193,12 +185,11 @@ def test_a_resumed_run_follows_the_recorded_plan(tmp_path):
 
 
 def test_the_end_of_run_prediction_grows_with_the_work():
-    base = end_of_run_seconds(0.2, 8.0)
-    assert end_of_run_seconds(0.2, 8.0, test_sentences=1000) > base
-    assert end_of_run_seconds(0.4, 8.0, test_sentences=1000) > end_of_run_seconds(
-        0.2, 8.0, test_sentences=1000
-    )
-    assert end_of_run_seconds(0.2, 8.0, export=True) > base
+    base = EndOfRun().seconds(0.2, 8.0)
+    test = EndOfRun(test_sentences=1000)
+    assert test.seconds(0.2, 8.0) > base
+    assert test.seconds(0.4, 8.0) > test.seconds(0.2, 8.0)
+    assert EndOfRun(export=True).seconds(0.2, 8.0) > base
 
 
 def test_process_start_time_is_before_now():
@@ -225,33 +216,116 @@ def test_training_config_plans_only_without_train_steps():
     assert TrainingConfig.from_flat(strategy="multi_worker").step_limit() == DEFAULT_TRAIN_STEPS
 
 
-def _noisy_run(tmp_path, seed: int, hysteresis: float, monkeypatch):
+def _noisy_run(tmp_path, seed: int, hysteresis: float):
     """A 10-minute run on a simulated 2-core VM: 0.15 s a step with a slow load drift of
     +-6% and 8% jitter, an evaluation pause every 500 steps; returns (plans, unused seconds,
-    hard stop)."""
-    from keras_transformer.training import budget
-
-    monkeypatch.setattr(budget, "HYSTERESIS", hysteresis)
+    whether the budget's hard stop ended it)."""
     rng = np.random.default_rng(seed)
     n = 6000
     drift = 1 + 0.06 * np.sin(np.arange(n) / rng.uniform(300, 900) + rng.uniform(0, 6))
     times = 0.15 * drift * rng.lognormal(0, 0.08, n)
     planner = _planner(
         tmp_path / f"{seed}-{hysteresis}", budget=600.0, reserve=50.0, plan_after_steps=100,
-        replan_every=100,
+        replan_every=100, hysteresis=hysteresis,
     )  # fmt: skip
     os.makedirs(tmp_path / f"{seed}-{hysteresis}")
     pauses = {step: 1.5 for step in range(500, n, 500)}
     run = FakeRun(planner, 60.0, lambda s: times[s - 1], pauses, record_rates=False).run()
-    return len(planner.totals), 600.0 - (run.now + 50.0), planner.stopped_by_budget_at_step
+    hard_stop = run.run_end.stopped_by == "budget"
+    return len(planner.plan.segments), 600.0 - (run.now + 50.0), hard_stop
 
 
-def test_a_noisy_machine_replans_less_with_hysteresis(tmp_path, monkeypatch):
+def test_a_noisy_machine_replans_less_with_hysteresis(tmp_path):
     # 40 seeds of this simulation: 11.4 plans and 2 hard stops without (HYSTERESIS 0), 6.3
     # plans, no hard stop and 5.4 s unused (0.9%) with 0.5 (0.25: 7.3 plans, 1 hard stop).
     seeds = range(4)
-    without = [_noisy_run(tmp_path, s, 0.0, monkeypatch) for s in seeds]
-    with_ = [_noisy_run(tmp_path, s, 0.5, monkeypatch) for s in seeds]
+    without = [_noisy_run(tmp_path, s, 0.0) for s in seeds]
+    with_ = [_noisy_run(tmp_path, s, 0.5) for s in seeds]
     assert sum(p for p, _, _ in with_) < 0.8 * sum(p for p, _, _ in without)
-    assert all(stop is None for _, _, stop in with_)  # the plan ends the run, not the hard stop
+    assert not any(stop for _, _, stop in with_)  # the plan ends the run, not the hard stop
     assert all(0.0 <= unused <= 0.02 * 600.0 for _, unused, _ in with_)  # within the band
+
+
+class _Pause:
+    """A `RunControl` evaluator that only spends `seconds` of the fake clock `now` after
+    update `at`, and asks to stop after update `stop_after` (None: never)."""
+
+    every_steps = 1
+
+    def __init__(self, now, at=0, seconds=0.0, stop_after=None):
+        self.now, self.at, self.seconds, self.stop_after = now, at, seconds, stop_after
+        self.step = 0
+
+    def start(self):
+        pass
+
+    def evaluate(self, model, step):
+        self.step = step
+        if step == self.at:
+            self.now[0] += self.seconds
+        return {"step": step}
+
+    def should_stop(self):
+        return self.stop_after is not None and self.step >= self.stop_after
+
+
+def _fit(tmp_path, run_end, evaluator, now) -> int:
+    """`fit` of 64 one-example batches under `RunControl(run_end, ...)`, each update lasting
+    1 s of the fake clock `now`; returns the updates made."""
+
+    class Step(keras.callbacks.Callback):  # before the run control: the update's second
+        def on_train_batch_end(self, batch, logs=None):
+            now[0] += 1.0
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    checkpoint = PeriodicCheckpoint(str(tmp_path), every_steps=1000, every_minutes=60, keep=1)
+    control = RunControl(run_end, checkpoint, evaluator=evaluator)
+    x = np.zeros((64, 2), "float32")
+    model.fit(x, x[:, :1], batch_size=1, epochs=1, verbose=0, callbacks=[Step(), control])
+    return int(model.optimizer.iterations.numpy())
+
+
+def _steps_under_time_limit(tmp_path, limit: float, pause_after_step: int, pause: float) -> int:
+    now = [0.0]
+    run_end = RunEnd(1000, time_limit_seconds=limit, clock=lambda: now[0])
+    steps = _fit(tmp_path, run_end, _Pause(now, pause_after_step, pause), now)
+    assert run_end.stopped_by == "time_limit" and run_end.stopped_at_step == steps
+    return steps
+
+
+def test_time_limit_stops_before_the_update_that_would_end_past_it(tmp_path):
+    # 1 s updates, limit 10 s: update 9 ends at 9 s; a 10th would end at 10 s, the limit.
+    assert _steps_under_time_limit(tmp_path, 10.0, pause_after_step=0, pause=0.0) == 9
+    # A 3 s evaluation after update 2 counts in the elapsed time, not as update time: update
+    # 6 ends at 9 s.
+    assert _steps_under_time_limit(tmp_path, 10.0, pause_after_step=2, pause=3.0) == 6
+    # Limits 10.5 and 11: a 7th update ends at 10 s, an 8th would end at 11 s; 11.5: 8.
+    assert _steps_under_time_limit(tmp_path, 10.5, pause_after_step=2, pause=3.0) == 7
+    assert _steps_under_time_limit(tmp_path, 11.0, pause_after_step=2, pause=3.0) == 7
+    assert _steps_under_time_limit(tmp_path, 11.5, pause_after_step=2, pause=3.0) == 8
+
+
+def test_run_end_stops_at_its_last_step_or_when_the_evaluation_asks(tmp_path):
+    now = [0.0]
+    run_end = RunEnd(5, clock=lambda: now[0])
+    assert _fit(tmp_path / "a", run_end, None, now) == 5 and run_end.stopped_by == "steps"
+    early = RunEnd(50, time_limit_seconds=1000.0, clock=lambda: now[0])
+    assert _fit(tmp_path / "b", early, _Pause(now, stop_after=3), now) == 3
+    assert (early.stopped_by, early.stopped_at_step) == ("early_stopping", 3)
+    with pytest.raises(ValueError, match="reason='tired'"):
+        early.request("tired", 4)
+    with pytest.raises(ValueError, match="last_step=0"):
+        RunEnd(0)
+
+
+def test_agreement_tells_each_flag_apart():
+    """One all-reduce of both flags (a stop, a signal) per update; each comes back as raised
+    by any replica (here one: the plumbing; several workers: tests/test_multi_worker.py)."""
+    import tensorflow as tf
+
+    from keras_transformer.training.run_control import Agreement
+
+    agree = Agreement(tf.distribute.get_strategy())
+    for flags in ((False, False), (True, False), (False, True), (True, True)):
+        assert agree(*flags) == flags

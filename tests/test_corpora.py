@@ -283,7 +283,7 @@ def test_reversed_run_evaluates_against_reversed_references(tmp_path, monkeypatc
     monkeypatch.setattr(evaluation, "evaluate_bleu", evaluate_bleu)
     runner.evaluate("unused.weights.h5")
     assert scored["test"] == list(read_pairs(text, "test", limit=5, reverse=True))
-    (dev_bleu,) = runner.dev_bleu_callbacks(tokenizer=None)
+    dev_bleu = runner.dev_evaluator()
     dev = list(read_pairs(text, "dev", reverse=True))
     assert (dev_bleu.sources, dev_bleu.references) == ([s for s, _ in dev], [t for _, t in dev])
     test_sources, test_references = zip(*scored["test"])

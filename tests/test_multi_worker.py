@@ -124,8 +124,9 @@ def _done_steps(stdout: str) -> dict[str, int]:
 
 def test_a_stop_that_one_worker_decides_stops_every_worker_after_the_same_step(tmp_path):
     """Dev-BLEU early stopping runs in the chief alone and each worker keeps its own clock
-    under --train-minutes; before `AgreeToStop` the first to stop left the other in the next
-    step's collective ops and the run failed ("Collective instance N expected type ...")."""
+    under --train-minutes; before the workers agreed on stops (`RunControl`) the first to
+    stop left the other in the next step's collective ops and the run failed ("Collective
+    instance N expected type ...")."""
     write_tsv(tmp_path / "pairs.tsv")
     early = train_command(tmp_path / "pairs.tsv", tmp_path / "early")[2:]
     result = run(LAUNCH + early + ["--eval-every-steps", "5", "--early-stopping", "1"])

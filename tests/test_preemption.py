@@ -1,6 +1,7 @@
 """Preemption: SIGTERM or SIGINT makes a run finish its update, write a checkpoint at that
 step and exit with status 143 within the grace period; the rerun ends where an
-uninterrupted run ends. The fast tests drive `StopOnSignal` inside one `fit`; the slow ones
+uninterrupted run ends. The fast tests drive `SignalWatch` through `RunControl` inside one
+`fit`; the slow ones
 send SIGTERM to `pipelines/train_wmt.py` (one process, and one of two workers)."""
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from keras_transformer.training import checkpoints
 from keras_transformer.training.callbacks import PeriodicCheckpoint
 from keras_transformer.training.errors import PREEMPTED_STATUS, PreemptedError
 from keras_transformer.training.optimizer import GuardedAccumulatingAdam
-from keras_transformer.training.preemption import StopOnSignal
+from keras_transformer.training.preemption import SignalWatch
+from keras_transformer.training.run_control import RunControl
+from keras_transformer.training.run_end import RunEnd
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,12 +71,13 @@ def test_signal_finishes_the_update_writes_its_checkpoint_and_stops(
     x, y = rng.normal(size=(96, 3)).astype("float32"), rng.normal(size=(96, 1)).astype("float32")
     model = _model(accumulate)
     checkpoint = PeriodicCheckpoint(str(tmp_path), every_steps=100, every_minutes=60, keep=3)
-    stop = StopOnSignal(checkpoint, grace_seconds=60)
+    watch = SignalWatch(grace_seconds=60)
+    control = RunControl(RunEnd(1000), checkpoint, watch)
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     with pytest.raises(PreemptedError) as raised:
         model.fit(
             x, y, batch_size=4, epochs=3, shuffle=False, verbose=0,
-            callbacks=[_SendAt(signum, sent_at), checkpoint, stop],
+            callbacks=[_SendAt(signum, sent_at), control],
         )  # fmt: skip
     error = raised.value
     assert error.step == stops_after == int(model.optimizer.iterations.numpy())
@@ -81,7 +85,7 @@ def test_signal_finishes_the_update_writes_its_checkpoint_and_stops(
     assert error.last_checkpoint == artifacts.checkpoint_path(str(tmp_path), stops_after)
     assert f"after step {stops_after}" in str(error) and "resume" in str(error)
     assert {s: signal.getsignal(s) for s in before} == before  # handlers given back
-    assert stop._watchdog is None  # stopped in time: nothing will end the process later
+    assert watch._watchdog is None  # stopped in time: nothing will end the process later
     # The checkpoint holds the stopped model exactly: a fresh model restored from it agrees.
     restored = _model(accumulate)
     checkpoints.restore_checkpoint(restored, error.last_checkpoint)
@@ -114,17 +118,15 @@ def test_grace_period_over_exits_with_the_preempted_status(tmp_path):
         codes.append(code)
         exited.set()
 
-    checkpoint = PeriodicCheckpoint(str(tmp_path), every_steps=100, every_minutes=60, keep=3)
-    stop = StopOnSignal(checkpoint, grace_seconds=0.2, exit_fn=exit_fn)
-    stop.set_model(_model(1))
-    stop.on_train_begin()
+    watch = SignalWatch(grace_seconds=0.2, exit_fn=exit_fn)
+    watch.install()
     try:
         started = time.monotonic()
         os.kill(os.getpid(), signal.SIGTERM)
         assert exited.wait(5), "the watchdog did not fire"
         assert codes == [PREEMPTED_STATUS] and 0.2 <= time.monotonic() - started < 2
     finally:
-        stop.on_train_end()
+        watch.uninstall()
 
 
 def test_grace_period_is_checked():

@@ -119,7 +119,7 @@ def test_train_command_exports_with_the_evaluated_search(monkeypatch):
     monkeypatch.setattr(Runner, "write_summary", lambda self, summary, weights, choice=None: None)
     monkeypatch.setattr(
         "keras_transformer.training.trainer.train",
-        lambda cfg, callbacks, reserve=None: {
+        lambda cfg, evaluator=None, end_of_run=None: {
             "chief": True,
             "steps": 1,
             "train_seconds": 1.0,
@@ -143,7 +143,8 @@ def test_quick_runs_train_under_a_time_limit():
         assert TrainingConfig.from_flat(model=model).time_limit_seconds() is None
     assert TrainingConfig.from_flat(train_minutes=0).time_limit_seconds() is None
     assert TrainingConfig.from_flat(model="base", train_minutes=2.5).time_limit_seconds() == 150
-    # Multi-worker runs keep the limit: `AgreeToStop` stops every worker after the same update.
+    # Multi-worker runs keep the limit: `RunControl`'s agreement stops every worker after the
+    # same update.
     several = TrainingConfig.from_flat(strategy="multi_worker", train_minutes=3)
     assert several.time_limit_seconds() == 180
     for bad in (-1, "5", True, float("nan")):
@@ -154,50 +155,6 @@ def test_quick_runs_train_under_a_time_limit():
     parser = train.build_parser()
     cfg = train.training_config(parser.parse_args(["--train-minutes", "0.5"]))
     assert cfg.recipe.train_minutes == 0.5
-
-
-def _fit_under_fake_clock(limit: float, pause_after_step: int, pause: float) -> int:
-    """Steps `fit` takes when each step lasts 1 s and an evaluation of `pause` s follows step
-    `pause_after_step`, under `StopAtTimeLimit(limit)`."""
-    import keras
-    import numpy as np
-
-    from keras_transformer.training.callbacks import StopAtTimeLimit
-
-    now = [0.0]
-
-    class Step(keras.callbacks.Callback):  # runs before the limit's check: the step's second
-        def on_train_batch_end(self, batch, logs=None):
-            now[0] += 1.0
-
-    class Evaluation(keras.callbacks.Callback):  # runs after it, between steps
-        def on_train_batch_end(self, batch, logs=None):
-            if int(self.model.optimizer.iterations.numpy()) == pause_after_step:
-                now[0] += pause
-
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    limit_callback = StopAtTimeLimit(limit, clock=lambda: now[0])
-    x = np.zeros((64, 2), "float32")
-    model.fit(
-        x, x[:, :1], batch_size=1, epochs=1, verbose=0,
-        callbacks=[Step(), limit_callback, Evaluation()],
-    )  # fmt: skip
-    steps = int(model.optimizer.iterations.numpy())
-    assert limit_callback.stopped_at_step == steps
-    return steps
-
-
-def test_time_limit_stops_before_the_step_that_would_end_past_it():
-    # 1 s steps, limit 10 s: step 9 ends at 9 s; a 10th would end at 10 s, the limit.
-    assert _fit_under_fake_clock(10.0, pause_after_step=0, pause=0.0) == 9
-    # A 3 s evaluation after step 2 counts in the elapsed time, not as step time: step 6
-    # ends at 9 s.
-    assert _fit_under_fake_clock(10.0, pause_after_step=2, pause=3.0) == 6
-    # Limits 10.5 and 11: a 7th step ends at 10 s, an 8th would end at 11 s; 11.5: 8 steps.
-    assert _fit_under_fake_clock(10.5, pause_after_step=2, pause=3.0) == 7
-    assert _fit_under_fake_clock(11.0, pause_after_step=2, pause=3.0) == 7
-    assert _fit_under_fake_clock(11.5, pause_after_step=2, pause=3.0) == 8
 
 
 def test_train_command_stops_at_its_time_limit_and_finishes_the_run(tmp_path):

@@ -539,8 +539,11 @@ def test_compile_model_builds_the_optimizer_outside_the_train_step(tmp_path):
     sizes = dict(num_layers=1, d_model=16, d_ff=32, num_heads=2)
     cfg = TrainingConfig.from_flat(model_dir=str(tmp_path), **sizes)
     strategy = tf.distribute.get_strategy()
-    model, step = trainer.build_and_restore(cfg, cfg.architecture.model_config(50), strategy)
+    model, schedule, step = trainer.build_and_restore(
+        cfg, cfg.architecture.model_config(50), strategy
+    )
     assert step == 0
+    assert float(model.optimizer.learning_rate) == pytest.approx(float(schedule(0)))
     assert model.optimizer.built
     weights = model.trainable_variables
     names = [v.name for v in model.optimizer.variables]
@@ -548,29 +551,29 @@ def test_compile_model_builds_the_optimizer_outside_the_train_step(tmp_path):
     assert sum(name.endswith("_velocity") for name in names) == len(weights)
 
 
-def test_training_monitor_mean_rate_counts_only_the_time_inside_steps(monkeypatch):
-    """The run's tokens/s is all tokens over the time from each batch's begin to its end:
-    a 10 s pause between two steps (an evaluation) and the gap before a new epoch count in
-    neither. The cumulative "tokens" log restarts every epoch, as Keras resets metrics."""
+def test_progress_rates_count_only_the_time_inside_updates(caplog):
+    """A line's tokens/s is its interval's tokens over the time from each update's begin to
+    its end, and the run's figure the same over all updates: a 10 s pause between two updates
+    (an evaluation) and the gap before a new epoch count in neither. The cumulative "tokens"
+    log restarts every epoch, as Keras resets metrics. The total shows once it is known."""
     import types
 
-    import keras
+    from keras_transformer.training.callbacks import ProgressLog
 
-    from keras_transformer.training import callbacks
-
-    clock = iter([0.0, 0.0, 2.0, 12.0, 13.0, 50.0, 50.0, 54.0])
-    monkeypatch.setattr(callbacks, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer="adam", loss="mse")
-    monitor = callbacks.TrainingMonitor(log_dir=None, log_every_steps=1000, total_steps=3)
-    monitor.set_model(model)
-    monitor.on_epoch_begin(0)  # t=0
-    for cumulative in (100.0, 300.0):  # steps of 2 s and 1 s, 10 s apart
-        monitor.on_train_batch_begin(0)
-        monitor.on_train_batch_end(0, {"tokens": cumulative})
-    monitor.on_epoch_begin(1)  # t=50
-    monitor.on_train_batch_begin(0)
-    monitor.on_train_batch_end(0, {"tokens": 100.0})  # a 4 s step
-    assert monitor.total_tokens == 400.0
-    assert monitor.step_seconds == pytest.approx(7.0)
-    assert monitor.mean_tokens_per_sec == pytest.approx(400.0 / 7.0)
+    clock = iter([0.0, 2.0, 12.0, 13.0, 50.0, 54.0])
+    optimizer = types.SimpleNamespace(learning_rate=0.5)
+    progress = ProgressLog(log_dir=None, every_steps=2, clock=lambda: next(clock))
+    progress.epoch_begins()
+    with caplog.at_level("INFO", logger="keras_transformer"):
+        for step, cumulative in ((1, 100.0), (2, 300.0)):  # updates of 2 s and 1 s, 10 s apart
+            progress.update_begins()
+            progress.update_ends(step, {"tokens": cumulative, "loss": 2.0}, None, optimizer)
+        progress.epoch_begins()
+        for step, cumulative in ((3, 100.0),):  # a 4 s update
+            progress.update_begins()
+            progress.update_ends(step, {"tokens": cumulative}, 4, optimizer)
+    assert progress.total_tokens == 400.0
+    assert progress.step_seconds == pytest.approx(7.0)
+    assert progress.mean_tokens_per_sec == pytest.approx(400.0 / 7.0)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["step 2 (planning the budget): loss 2.0000, lr 0.5, 100 tokens/s"]

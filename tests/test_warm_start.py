@@ -50,7 +50,7 @@ def command(tsv, model_dir, *flags, steps):
 
 
 def step_scalars(model_dir, tag) -> dict[int, float]:
-    """`{step: value}` of a scalar `TrainingMonitor` wrote to MODEL_DIR/logs/steps."""
+    """`{step: value}` of a scalar `ProgressLog` wrote to MODEL_DIR/logs/steps."""
     values = {}
     for path in tf.io.gfile.glob(os.path.join(str(model_dir), "logs", "steps", "events.*")):
         for record in tf.data.TFRecordDataset(path):
@@ -144,7 +144,7 @@ def test_init_from_continues_the_parent(parent, tmp_path, caplog):
     rerun = warm_start.resolve(train_cli.training_config(train_cli.build_parser().parse_args(argv)))
     with caplog.at_level(logging.INFO, logger="keras_transformer"):
         strategy = tf.distribute.get_strategy()
-        _, step = trainer.build_and_restore(rerun, rerun.architecture.model_config(), strategy)
+        _, _, step = trainer.build_and_restore(rerun, rerun.architecture.model_config(), strategy)
     assert step == 6 and "Resumed from" in caplog.text, caplog.text
     assert "Initialized from" not in caplog.text
 

@@ -107,7 +107,7 @@ def _status_line(cause: str) -> str:
 
 class PreemptedError(RuntimeError):
     """The run received SIGTERM or SIGINT and stopped after the update in flight, with a
-    checkpoint at that step (`training.preemption.StopOnSignal`).
+    checkpoint at that step (`training.preemption.SignalWatch`).
 
     Args:
         step: the update the run stopped after.

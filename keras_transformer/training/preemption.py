@@ -9,9 +9,10 @@ and its docs support MultiWorkerMirroredStrategy and TPUStrategy only. Our runs 
 `fit` under every strategy, with checkpoints in `training.checkpoints`' layout (weights,
 optimizer and dropout RNG state in one file, written atomically); Keras 3's `BackupAndRestore`
 has no save-on-signal. So the handler only records the signal (Python runs it between two
-ops, never inside a step), and the callback acts at the next update boundary: workers of a
-multi-worker run agree by an all-reduce of the flag, so all stop after the same update and
-the chief writes that step's checkpoint.
+ops, never inside a step), and the run control (`training.run_control.RunControl`) acts at
+the next update boundary: workers of a multi-worker run agree on the flag (the run control's
+one all-reduce per update), so all stop after the same update and the chief writes that
+step's checkpoint.
 
 If the grace period ends first (a step, or gradient accumulation's remaining micro-batches,
 or a dev evaluation, longer than the notice), a watchdog ends the process with the same exit
@@ -28,11 +29,8 @@ import signal
 import threading
 from collections.abc import Callable
 
-import keras
-import tensorflow as tf
-
 from keras_transformer.artifacts import latest_checkpoint_in
-from keras_transformer.training.callbacks import AgreeToStop, PeriodicCheckpoint, between_updates
+from keras_transformer.training.callbacks import PeriodicCheckpoint
 from keras_transformer.training.errors import PREEMPTED_STATUS, PreemptedError
 
 logger = logging.getLogger("keras_transformer")
@@ -40,45 +38,36 @@ logger = logging.getLogger("keras_transformer")
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-class StopOnSignal(keras.callbacks.Callback):
-    """Stops `fit` after the update in flight when this process (or, under several workers,
-    any worker) receives one of `signals`: saves a checkpoint at that step through
-    `checkpoint`, then raises `PreemptedError`. Must come last in the callback list.
+class SignalWatch:
+    """Records the first of `signals` this process receives; `preempt` then ends the run.
 
     Args:
-        checkpoint: the run's `PeriodicCheckpoint` (its `save` writes on the chief only).
         grace_seconds: from the signal to the process's end at most; past it a watchdog
             calls `exit_fn(PREEMPTED_STATUS)`.
-        strategy: a `MultiWorkerMirroredStrategy` to agree over (one all-reduce of a scalar
-            per update), or None for one process.
-        signals: the signals handled (installed at train begin, in the main thread only;
-            the previous handlers come back when the callback stops or training ends).
+        signals: the signals handled (installed by `install`, in the main thread only; the
+            previous handlers come back with `uninstall` or `preempt`).
         exit_fn: the watchdog's exit (tests pass their own).
+
+    Attributes:
+        received: the signal number, once one came, else None.
     """
 
     def __init__(
         self,
-        checkpoint: PeriodicCheckpoint,
         grace_seconds: float,
-        strategy: tf.distribute.Strategy | None = None,
         signals=SIGNALS,
         exit_fn: Callable[[int], None] = os._exit,
     ):
-        super().__init__()
         if not grace_seconds > 0:
             raise ValueError(
                 f"grace_seconds must be > 0. Received: grace_seconds={grace_seconds!r}"
             )
-        self.checkpoint = checkpoint
         self.grace_seconds = grace_seconds
         self.signals = tuple(signals)
         self.exit_fn = exit_fn
-        self.received = None  # the signal number, once one came
+        self.received = None
         self._previous = {}
         self._watchdog = None
-        self._any = None
-        if strategy is not None:
-            self._any = AgreeToStop(strategy).any_stopped  # the same one-scalar all-reduce
 
     def _handle(self, signum, frame) -> None:
         if self.received is not None:
@@ -103,36 +92,28 @@ class StopOnSignal(keras.callbacks.Callback):
         )  # fmt: skip
         self.exit_fn(PREEMPTED_STATUS)
 
-    def on_train_begin(self, logs=None):
+    def install(self) -> None:
+        """Handle `signals` from now on (training begins)."""
         if threading.current_thread() is not threading.main_thread():
             return  # Python takes signal handlers in the main thread only
         for signum in self.signals:
             self._previous[signum] = signal.signal(signum, self._handle)
 
-    def _restore_handlers(self) -> None:
+    def uninstall(self) -> None:
+        """Stop the watchdog and give the previous handlers back (training ends)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous = {}
 
-    def on_train_batch_end(self, batch, logs=None):
-        if between_updates(self.model.optimizer):
-            return  # checkpoints hold whole updates: finish this one first
+    def preempt(self, checkpoint: PeriodicCheckpoint, step: int) -> None:
+        """Write update `step`'s checkpoint through `checkpoint` (the chief's) and raise
+        `PreemptedError`: this process's signal, or (none received here) another worker's."""
+        checkpoint.save(preempted=True)
+        self.uninstall()  # stopped in time: the caller decides what comes next
         local = self.received is not None
-        if not (self._any(local) if self._any is not None else local):
-            return
-        step = int(self.model.optimizer.iterations.numpy())
-        self.checkpoint.save(preempted=True)
-        self._stop_watchdog()  # stopped in time: the caller decides what comes next
-        self._restore_handlers()
         name = signal.Signals(self.received).name if local else "another worker's signal"
-        last = self.checkpoint.last_path or latest_checkpoint_in(self.checkpoint.directory)
+        last = checkpoint.last_path or latest_checkpoint_in(checkpoint.directory)
         raise PreemptedError(step, last, name)
-
-    def _stop_watchdog(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-
-    def on_train_end(self, logs=None):
-        self._stop_watchdog()
-        self._restore_handlers()

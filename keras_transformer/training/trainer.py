@@ -15,13 +15,10 @@ chief writes files (see `keras_transformer.training.distribute`).
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
-import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -33,14 +30,9 @@ from keras_transformer.data import corpus
 from keras_transformer.data.pipeline import make_batches
 from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from keras_transformer.model import build_transformer
-from keras_transformer.training import callbacks as cb
 from keras_transformer.training import checkpoints, preflight, regularization, warm_start
-from keras_transformer.training.budget import (
-    BudgetPlanner,
-    Plan,
-    end_of_run_seconds,
-    process_start_time,
-)
+from keras_transformer.training.budget import BudgetPlanner, EndOfRun, Plan, process_start_time
+from keras_transformer.training.callbacks import PeriodicCheckpoint, ProgressLog
 from keras_transformer.training.distribute import (  # noqa: F401  (re-exported)
     configure_devices,
     create_strategy,
@@ -59,12 +51,15 @@ from keras_transformer.training.losses import (
     TokenCount,
 )
 from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
+    NonFiniteGuard,
     NonFiniteLossError,
     check_finite,
 )
 from keras_transformer.training.optimizer import GuardedAccumulatingAdam
 from keras_transformer.training.precision import resolve_mixed_precision
-from keras_transformer.training.preemption import StopOnSignal
+from keras_transformer.training.preemption import SignalWatch
+from keras_transformer.training.run_control import Evaluator, RunControl
+from keras_transformer.training.run_end import RunEnd
 from keras_transformer.training.schedule import TransformerSchedule
 
 logger = logging.getLogger("keras_transformer")
@@ -164,56 +159,36 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
     return train, dev
 
 
-def _callbacks(
-    cfg: TrainingConfig, chief: bool, replicas: int, model: keras.Model, reserve
-) -> list[keras.callbacks.Callback]:
+def _run_control(
+    cfg: TrainingConfig, chief: bool, strategy, schedule, evaluator, end_of_run
+) -> RunControl:
+    """The run's one callback (`training.run_control`) and its parts."""
     run = cfg.run
-    log_dir = artifacts.path(run.model_dir, artifacts.LOG_DIR)
     checkpoint_dir = artifacts.path(run.model_dir, artifacts.CHECKPOINT_DIR)
-    monitor = cb.TrainingMonitor(
-        os.path.join(log_dir, "steps") if chief else None,
-        run.log_every_steps,
-        total_steps=cfg.step_limit(),
-    )
-    stop = cb.StopAtStep(cfg.step_limit())
-    return [
-        # First: no other callback may act on a non-finite step before the guard.
-        cb.NonFiniteGuard(
+    planner = None
+    if cfg.planned():  # the budget counts from the process's start
+        plan_path = artifacts.path(run.model_dir, artifacts.PLAN_FILE)
+        planner = BudgetPlanner(
+            cfg.budget_seconds(), process_start_time(), schedule, plan_path, end_of_run
+        )
+    log_dir = artifacts.path(run.model_dir, artifacts.LOG_DIR)
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    return RunControl(
+        RunEnd(cfg.step_limit(), cfg.time_limit_seconds(), planner),
+        PeriodicCheckpoint(
+            checkpoint_dir, every_steps=run.checkpoint_every_steps,
+            every_minutes=run.checkpoint_every_minutes, keep=run.keep_checkpoints,
+            is_chief=chief, run=_run_description(cfg, strategy.num_replicas_in_sync),
+        ),
+        SignalWatch(run.preemption_grace_seconds),
+        guard=NonFiniteGuard(
             run.skip_nonfinite_batches, lambda: artifacts.latest_checkpoint_in(checkpoint_dir)
         ),
-        # Next: its clock reads each update's end before evaluations and checkpoints.
-        *([_planner(cfg, model, stop, monitor, reserve)] if cfg.planned() else []),
-        monitor,
-        cb.PeriodicCheckpoint(
-            checkpoint_dir,
-            every_steps=run.checkpoint_every_steps,
-            every_minutes=run.checkpoint_every_minutes,
-            keep=run.keep_checkpoints,
-            is_chief=chief,
-            run=_run_description(cfg, replicas),
-        ),
-        stop,
-        *([cb.StopAtTimeLimit(limit)] if (limit := cfg.time_limit_seconds()) else []),
-        *([keras.callbacks.TensorBoard(log_dir, update_freq="epoch")] if chief else []),
-    ]
-
-
-def _planner(cfg, model, stop, monitor, reserve) -> BudgetPlanner:
-    """The `BudgetPlanner` of a run without train_steps: its budget counts from the process's
-    start; `reserve` (seconds per step, first step's seconds) -> the seconds the work after
-    training will take (default: `budget.end_of_run_seconds` with no test evaluation)."""
-
-    def set_total(total: int) -> None:
-        stop.train_steps = monitor.total_steps = total
-
-    return BudgetPlanner(
-        cfg.budget_seconds(),
-        process_start_time(),
-        model.schedule,
-        set_total,
-        artifacts.path(cfg.run.model_dir, artifacts.PLAN_FILE),
-        reserve or (lambda per_step, first: end_of_run_seconds(per_step, first)),
-    )
+        progress=ProgressLog(os.path.join(log_dir, "steps") if chief else None,
+                             run.log_every_steps),
+        evaluator=evaluator if chief else None,
+        strategy=strategy if multi_worker else None,
+    )  # fmt: skip
 
 
 def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int]:
@@ -228,9 +203,10 @@ def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int]:
     }
 
 
-def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
+def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, TransformerSchedule, int]:
     """Build and compile under the strategy; resume from the latest checkpoint if any, else
-    start from `init_from`'s weights if set. The learning-rate schedule is `model.schedule`."""
+    start from `init_from`'s weights if set. Returns the model, its learning-rate schedule
+    and the step it starts from."""
     with strategy.scope():
         model = build_transformer(config)
         latest = artifacts.latest_checkpoint(cfg.run.model_dir)
@@ -238,11 +214,11 @@ def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, int]:
             # Before compile: no optimizer state.
             warm_start.load_parent_weights(model, cfg.warm_start.init_from)
         warm_start.freeze(model, cfg.warm_start.freeze)
-        model.schedule = compile_model(model, config, cfg)
+        schedule = compile_model(model, config, cfg)
         if latest is not None:
             checkpoints.restore_checkpoint(model, latest)
             logger.info("Resumed from %s", latest)
-    return model, int(model.optimizer.iterations.numpy())
+    return model, schedule, int(model.optimizer.iterations.numpy())
 
 
 def finish(model: keras.Model, cfg: TrainingConfig, chief: bool) -> list[str]:
@@ -284,44 +260,46 @@ def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
 
 def train(
     cfg: TrainingConfig,
-    chief_callbacks: Callable[[SubwordTokenizer], list[keras.callbacks.Callback]] | None = None,
-    reserve: Callable[[float, float], float] | None = None,
+    evaluator: Evaluator | None = None,
+    end_of_run: EndOfRun | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) training as configured and average the last checkpoints into the final
-    weights; returns the run's summary (the caller writes `summary.json`:
+    weights; returns the run's figures (the caller writes `summary.json`:
     `keras_transformer.runner.Runner`).
 
-    Training does not decode: test-set BLEU and dev BLEU while training are the caller's, the
-    latter through `chief_callbacks(tokenizer)`, whose callbacks run after the built-in ones,
-    in the chief's process only (under MultiWorkerMirroredStrategy a stop they decide stops
-    every worker after the same update). A run planned to a time budget keeps
-    `reserve(seconds_per_step, first_step_seconds)` seconds for the caller's work after
-    training (`training.budget`)."""
+    Training does not decode: the caller hands down its dev evaluation (`evaluator`, run in
+    the chief's process only, every `evaluator.every_steps` updates and at the end; under
+    MultiWorkerMirroredStrategy an early stop it asks for stops every worker after the same
+    update). A run planned to a time budget keeps time for `end_of_run` (default: averaging
+    only), the work after training (`training.budget.EndOfRun`)."""
     cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
     cfg = regularization.with_quick_preset_dropout(cfg)
     strategy, chief = _start(cfg)
-    model, tokenizer, start_step = _prepare(cfg, strategy, chief)
+    model, schedule, tokenizer, start_step = _prepare(cfg, strategy, chief)
     replicas = strategy.num_replicas_in_sync
     # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
     skip = start_step * cfg.recipe.accumulate_steps
     train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=skip)
     started = time.perf_counter()
-    history, callbacks = None, []
+    history, control = None, None
     if start_step < _target_steps(cfg):
-        extra = functools.partial(chief_callbacks, tokenizer) if chief and chief_callbacks else None
-        callbacks = _all_callbacks(cfg, chief, strategy, model, reserve, extra)
-        history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief)
+        control = _run_control(cfg, chief, strategy, schedule, evaluator, end_of_run or EndOfRun())
+        callbacks = [control]
+        if chief:  # after the run control, which takes the token counter out of the logs
+            log_dir = artifacts.path(cfg.run.model_dir, artifacts.LOG_DIR)
+            callbacks.append(keras.callbacks.TensorBoard(log_dir, update_freq="epoch"))
+        history = _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step)
     train_seconds = time.perf_counter() - started
     averaged = finish(model, cfg, chief)
     return _summary(
         cfg, model, chief=chief, replicas=replicas, start_step=start_step,
-        train_seconds=train_seconds, callbacks=callbacks, history=history, averaged=averaged,
+        train_seconds=train_seconds, control=control, history=history, averaged=averaged,
     )  # fmt: skip
 
 
 def _prepare(cfg: TrainingConfig, strategy, chief: bool):
-    """`(model, tokenizer, start step)`: the run's files written (chief), its tokenizer, its
-    model built and restored under `strategy`."""
+    """`(model, schedule, tokenizer, start step)`: the run's files written (chief), its
+    tokenizer, its model built and restored under `strategy`."""
     if chief:
         preflight.save_run_config(cfg)
     tokenizer = prepare_tokenizer(cfg, chief)
@@ -329,7 +307,7 @@ def _prepare(cfg: TrainingConfig, strategy, chief: bool):
     config = cfg.architecture.model_config(tokenizer.vocab_size)
     if chief:
         artifacts.save_config(cfg.run.model_dir, config)
-    model, start_step = build_and_restore(cfg, config, strategy)
+    model, schedule, start_step = build_and_restore(cfg, config, strategy)
     replicas, recipe = strategy.num_replicas_in_sync, cfg.recipe
     logger.info(
         "Training %s (%s parameters, %s trainable) on %s with %d replica(s) x %d tokens x %d "
@@ -338,31 +316,16 @@ def _prepare(cfg: TrainingConfig, strategy, chief: bool):
         replicas, recipe.batch_tokens, recipe.accumulate_steps,
         _run_description(cfg, replicas)["global_batch_tokens"],
     )  # fmt: skip
-    return model, tokenizer, start_step
-
-
-def _all_callbacks(cfg, chief, strategy, model, reserve, extra) -> list:
-    """The built-in callbacks, then `extra()` (the caller's, made after them; None: none),
-    then the multi-worker agreement to stop and the signal handler, in the order they must see
-    each update."""
-    callbacks = _callbacks(cfg, chief, strategy.num_replicas_in_sync, model, reserve)
-    if extra is not None:
-        callbacks += extra()
-    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-    if multi_worker:
-        callbacks.append(cb.AgreeToStop(strategy))  # after every stopping callback
-    checkpoint = next(c for c in callbacks if isinstance(c, cb.PeriodicCheckpoint))
-    grace, peers = cfg.run.preemption_grace_seconds, strategy if multi_worker else None
-    # Last: it raises, after every other callback saw the update.
-    callbacks.append(StopOnSignal(checkpoint, grace, peers))
-    return callbacks
+    return model, schedule, tokenizer, start_step
 
 
 def _summary(
-    cfg, model, *, chief, replicas, start_step, train_seconds, callbacks, history, averaged
+    cfg, model, *, chief, replicas, start_step, train_seconds, control, history, averaged
 ) -> dict[str, Any]:
-    """The figures of a finished training (the start of `summary.json`)."""
-    monitor = next((c for c in callbacks if isinstance(c, cb.TrainingMonitor)), None)
+    """The figures of a finished training (the start of `summary.json`); `control`: the
+    run's `RunControl`, None when there was nothing left to train."""
+    run_end = control.run_end if control else None
+    progress = control.progress if control else None
     return {
         "dataset": cfg.data.dataset,
         "model": cfg.architecture.model,
@@ -376,12 +339,13 @@ def _summary(
         "nonfinite_steps_skipped": _nonfinite_steps(model),
         "train_seconds": round(train_seconds, 1),
         "time_limit_seconds": cfg.time_limit_seconds(),
-        "stopped_by_time_limit": _stopped_by_time_limit(callbacks, model, _target_steps(cfg)),
-        "plan": _plan_summary(cfg, callbacks),
-        # Over the time inside steps: the last steps' moving average (the progress line's
-        # figure) swings by +-15% on a shared CPU and would make the run's figure a sample.
-        "tokens_per_sec": round(monitor.mean_tokens_per_sec, 1) if monitor else None,
-        "step_seconds": round(monitor.step_seconds, 1) if monitor else None,
+        "stopped_by": run_end.stopped_by if run_end else None,
+        "stopped_by_time_limit": _stopped_by_time_limit(cfg, run_end, model),
+        "plan": _plan_summary(cfg, run_end),
+        # Over the time inside updates, all of them: a progress line's interval swings by
+        # +-15% on a shared CPU and would make the run's figure a sample.
+        "tokens_per_sec": round(progress.mean_tokens_per_sec, 1) if progress else None,
+        "step_seconds": round(progress.step_seconds, 1) if progress else None,
         "averaged_checkpoints": [os.path.basename(p) for p in averaged],
         "history": {k: [float(x) for x in v] for k, v in getattr(history, "history", {}).items()},
     }
@@ -398,36 +362,35 @@ def _recorded_plan(cfg: TrainingConfig) -> Plan | None:
     return Plan.load(artifacts.path(cfg.run.model_dir, artifacts.PLAN_FILE))
 
 
-def _plan_summary(cfg: TrainingConfig, callbacks) -> dict | None:
+def _plan_summary(cfg: TrainingConfig, run_end: RunEnd | None) -> dict | None:
     """What summary.json records of a planned run: its budget, plans and how it stopped."""
     if not cfg.planned():
         return None
     plan = _recorded_plan(cfg)
-    planner = next((c for c in callbacks if isinstance(c, BudgetPlanner)), None)
+    by_budget = run_end is not None and run_end.stopped_by == "budget"
     return {
         "budget_seconds": cfg.budget_seconds(),
         "total_steps": plan.total_steps if plan else None,
         "plans": len(plan.segments) if plan else 0,
-        "stopped_by_budget_at_step": planner.stopped_by_budget_at_step if planner else None,
+        "stopped_by_budget_at_step": run_end.stopped_at_step if by_budget else None,
     }
 
 
-def _stopped_by_time_limit(callbacks, model, train_steps: int) -> bool:
-    """Whether `StopAtTimeLimit` ended training before `train_steps`: this process's own, or
+def _stopped_by_time_limit(cfg: TrainingConfig, run_end: RunEnd | None, model) -> bool:
+    """Whether the time limit ended training before its last step: this process's own, or
     (on the chief of a multi-worker run) another worker's, the one stop that a worker other
     than the chief decides."""
-    if int(model.optimizer.iterations.numpy()) >= train_steps:
+    limited = cfg.time_limit_seconds() is not None
+    steps = int(model.optimizer.iterations.numpy())
+    if run_end is None or not limited or steps >= _target_steps(cfg):
         return False
-    limits = [c for c in callbacks if isinstance(c, cb.StopAtTimeLimit)]
-    peers = [c for c in callbacks if isinstance(c, cb.AgreeToStop)]
-    return any(c.stopped_at_step is not None for c in limits) or bool(
-        limits and any(c.stopped_by_peer_at_step is not None for c in peers)
-    )
+    return run_end.stopped_by in ("time_limit", "another_worker")
 
 
-def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chief):
-    """`model.fit` from `start_step` to the run's last step; under MultiWorkerMirroredStrategy
-    a lost peer becomes `WorkerLostError`."""
+def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step):
+    """`model.fit` from `start_step` to the run's last step, Keras' own printing off (the
+    progress log is `callbacks.ProgressLog`); under MultiWorkerMirroredStrategy a lost peer
+    becomes `WorkerLostError`."""
     multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     if multi_worker:
         patch_keras_fit_for_multi_worker(model, train_data.element_spec)
@@ -441,7 +404,7 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chie
             steps_per_epoch=epoch * cfg.recipe.accumulate_steps,  # Keras counts batches
             callbacks=callbacks,
             shuffle=False,  # make_batches shuffles; Keras would only warn that it cannot
-            verbose=_verbosity(chief),
+            verbose=0,
         )
     except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
         if not multi_worker:
@@ -451,14 +414,6 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step, chie
         logger.info("TensorFlow's message: %s", error)
         cluster = (read_tf_config() or {}).get("cluster")
         raise WorkerLostError(step, latest, str(error), cluster) from error
-
-
-def _verbosity(chief: bool) -> int:
-    """Keras' live progress bar on a terminal; one line per epoch (plus `TrainingMonitor`'s
-    "step N/T" lines) in a log file or pipe; nothing from other workers."""
-    if not chief:
-        return 0
-    return 1 if sys.stdout.isatty() else 2
 
 
 def _nonfinite_steps(model: keras.Model) -> int:

@@ -1,19 +1,20 @@
-"""BLEU while training: decode a fixed dev subset every N steps, keep the best weights, stop
-early, and draw the learning curve.
+"""The dev evaluation that training runs (`DevEvaluator`, handed down to
+`training.trainer.train`), its history and the learning curve.
 
-    callback = DevBleu(pairs[:200], tokenizer, model_dir, every_steps=500, decode="greedy",
-                       keep_best=True, early_stopping=4)
-    model.fit(..., callbacks=[..., callback])
+    evaluator = DevEvaluator(pairs[:200], model_dir, every_steps=500, decode="greedy",
+                             keep_best=True, early_stopping=4)
+    trainer.train(cfg, evaluator)  # training calls evaluator.evaluate(model, step)
 
-Each evaluation appends `{"step", "minutes", "bleu", "chrf", "seconds"}` to
-`MODEL_DIR/dev_bleu.json` (so a resumed run continues the same curve), logs one line,
-writes `dev_bleu` and `dev_chrf` to TensorBoard (`MODEL_DIR/logs/dev_bleu`) and redraws
+Each evaluation decodes a fixed dev subset and appends `{"step", "minutes", "bleu", "chrf",
+"seconds"}` to `MODEL_DIR/dev_bleu.json` (so a resumed run continues the same curve), logs one
+line, writes `dev_bleu` and `dev_chrf` to TensorBoard (`MODEL_DIR/logs/dev_bleu`) and redraws
 `MODEL_DIR/learning_curve.png` (dev BLEU against steps and against minutes). With
 `keep_best`, an improvement saves the weights as `MODEL_DIR/best.weights.h5`; with
-`early_stopping=N`, N evaluations in a row without improvement stop training.
+`early_stopping=N`, after N evaluations in a row without improvement `should_stop()` is true
+(training's run end then stops).
 
-The callback decodes with the training model's own variables (one `Translator`, traced once),
-so it runs only in the chief's process and costs no collective op.
+It decodes with the training model's own variables (one `Translator`, traced once), so it
+runs only in the chief's process and costs no collective op.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import tensorflow as tf
 
 from keras_transformer import artifacts
 from keras_transformer.config import EVAL_DECODES, DocumentOptions, SearchOptions
+from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding.evaluation import score_translations
 from keras_transformer.decoding.translator import Translator
 
@@ -39,19 +41,21 @@ BEST_WEIGHTS = "best.weights.h5"
 CURVE_FILE = "learning_curve.png"
 
 
-class DevBleu(keras.callbacks.Callback):
-    """Dev-set BLEU/chrF every `every_steps` optimizer updates (and at the end of training).
+class DevEvaluator:
+    """Dev-set BLEU/chrF of a model in training (`training.run_control.Evaluator`).
 
     Args:
         pairs: the fixed `(source, reference)` dev subset.
-        tokenizer: the run's `SubwordTokenizer`.
         model_dir: where the history, best weights, plot and TensorBoard logs go.
         every_steps: evaluation interval in optimizer updates (> 0).
         decode: "greedy" (beam 1, the cheap default) or "beam" (`search`, the paper's).
         search: beam settings for `decode="beam"` (default: `SearchOptions()`).
         keep_best: save `best.weights.h5` whenever dev BLEU improves (for a run that delivers
             them, or compares them with the averaged weights at its end: `translate_with`).
-        early_stopping: stop after this many evaluations without improvement (0: never).
+        early_stopping: ask to stop after this many evaluations without improvement (0:
+            never).
+        tokenizer: the run's `SubwordTokenizer` (None: `model_dir`'s, read at the first
+            evaluation, after training wrote it).
 
     `batch_size` (64): sentences per decoding batch; an attribute, set it after construction.
     """
@@ -61,17 +65,16 @@ class DevBleu(keras.callbacks.Callback):
     def __init__(
         self,
         pairs: Sequence[tuple[str, str]],
-        tokenizer,
         model_dir: str,
         every_steps: int,
         decode: str = "greedy",
         search: SearchOptions | None = None,
         keep_best: bool = False,
         early_stopping: int = 0,
+        tokenizer=None,
     ):
-        super().__init__()
         if not pairs:
-            raise ValueError("DevBleu needs at least one dev pair. Received: 0 pairs")
+            raise ValueError("DevEvaluator needs at least one dev pair. Received: 0 pairs")
         if every_steps <= 0:
             raise ValueError(f"every_steps must be > 0. Received: every_steps={every_steps}")
         if decode not in EVAL_DECODES:
@@ -80,17 +83,16 @@ class DevBleu(keras.callbacks.Callback):
             raise ValueError(f"early_stopping must be >= 0. Received: {early_stopping}")
         self.sources = [source for source, _ in pairs]
         self.references = [reference for _, reference in pairs]
-        self.tokenizer = tokenizer
         self.model_dir = model_dir
         self.every_steps = every_steps
         self.search = dev_search(decode, search)
         self.keep_best = keep_best
         self.early_stopping = early_stopping
+        self.tokenizer = tokenizer
         self.history = load_history(model_dir)
-        self.stopped_early = False
-        self._translator = None
+        self._translator = None  # (model, its Translator)
         self._writer = None
-        self._started = None
+        self._started = time.perf_counter()
         self._minutes_before = self.history[-1]["minutes"] if self.history else 0.0
 
     @property
@@ -98,29 +100,17 @@ class DevBleu(keras.callbacks.Callback):
         """The history record with the highest BLEU (the earliest of ties), or None."""
         return best_record(self.history)
 
-    def on_train_begin(self, logs=None):
+    def start(self) -> None:
+        """Training begins: the records' minutes count from here (plus a resumed curve's)."""
         self._started = time.perf_counter()
 
-    def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
-        if step and step % self.every_steps == 0:  # step 0: micro-batches of the first update
-            self.evaluate(step)
-
-    def on_train_end(self, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
-        if not self.history or self.history[-1]["step"] != step:
-            self.evaluate(step)
-
-    def evaluate(self, step: int) -> dict:
-        """Decode the dev subset now; record, log, plot, keep best, maybe stop."""
+    def evaluate(self, model: keras.Model, step: int) -> dict:
+        """Decode the dev subset with `model` after update `step`; record, log, plot, keep
+        the best weights. A step already evaluated returns its record."""
         if self.history and self.history[-1]["step"] == step:
             return self.history[-1]
-        if self._translator is None:
-            self._translator = Translator(
-                self.model, self.tokenizer, self.search, documents=DocumentOptions.sentences()
-            )
         started = time.perf_counter()
-        hypotheses, _ = self._translator.translate(self.sources, batch_size=self.batch_size)
+        hypotheses, _ = self._translate(model)
         scores = score_translations(hypotheses, self.references)
         minutes = self._minutes_before + (started - self._started) / 60.0
         previous_best = self.best
@@ -131,16 +121,33 @@ class DevBleu(keras.callbacks.Callback):
         self.history.append(record)
         improved = previous_best is None or record["bleu"] > previous_best["bleu"]
         if improved and self.keep_best:
-            self.model.save_weights(artifacts.path(self.model_dir, BEST_WEIGHTS), overwrite=True)
+            model.save_weights(artifacts.path(self.model_dir, BEST_WEIGHTS), overwrite=True)
         self._report(record, improved)
-        if self.early_stopping and self._evaluations_since_best() >= self.early_stopping:
+        return record
+
+    def should_stop(self) -> bool:
+        """Whether the last `early_stopping` evaluations brought no gain (logged once)."""
+        if not self.early_stopping or not self.history:
+            return False
+        stop = self._evaluations_since_best() >= self.early_stopping
+        if stop:
             logger.info(
                 "Early stopping at step %d: no dev BLEU gain in %d evaluations (best %.2f at "
-                "step %d)", step, self.early_stopping, self.best["bleu"], self.best["step"],
+                "step %d)", self.history[-1]["step"], self.early_stopping, self.best["bleu"],
+                self.best["step"],
             )  # fmt: skip
-            self.stopped_early = True
-            self.model.stop_training = True
-        return record
+        return stop
+
+    def _translate(self, model: keras.Model):
+        if self._translator is None or self._translator[0] is not model:
+            if self.tokenizer is None:
+                path = artifacts.path(self.model_dir, artifacts.TOKENIZER_FILE)
+                self.tokenizer = SubwordTokenizer.from_file(path)
+            translator = Translator(
+                model, self.tokenizer, self.search, documents=DocumentOptions.sentences()
+            )
+            self._translator = (model, translator)
+        return self._translator[1].translate(self.sources, batch_size=self.batch_size)
 
     def _evaluations_since_best(self) -> int:
         best_index = self.history.index(self.best)
@@ -180,10 +187,10 @@ def translate_with(
     sources: Sequence[str],
     search: SearchOptions,
     weights: Sequence[str],
-    batch_size: int = DevBleu.batch_size,
+    batch_size: int = DevEvaluator.batch_size,
 ) -> list[list[str]]:
     """The translations of `sources` by each of `weights` loaded in turn into `model`, decoded
-    as `DevBleu` decodes (`search` from `dev_search`; one `Translator`, traced once)."""
+    as `DevEvaluator` decodes (`search` from `dev_search`; one `Translator`, traced once)."""
     translator = Translator(model, tokenizer, search, documents=DocumentOptions.sentences())
     outputs = []
     for path in weights:

@@ -1,5 +1,6 @@
-"""BLEU while training (`keras_transformer.decoding.dev_bleu.DevBleu`): its figures against an
-independent decode-and-score, best-weights keeping, early stopping, resume and the plot."""
+"""The dev evaluation training runs (`keras_transformer.decoding.dev_evaluation.DevEvaluator`):
+its figures against an independent decode-and-score, best-weights keeping, early stopping,
+resume and the plot; and the weights a run delivers from them (`Runner.final_weights`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sacrebleu.metrics import BLEU
 
 from keras_transformer import artifacts
 from keras_transformer.config import SearchOptions, TrainingConfig
-from keras_transformer.decoding import dev_bleu
+from keras_transformer.decoding import dev_evaluation
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
 
@@ -28,66 +29,81 @@ def trained(tmp_path_factory):
     return directory, model, tokenizer
 
 
-def _callback(model, tokenizer, directory, **kwargs):
-    callback = dev_bleu.DevBleu(PAIRS, tokenizer, directory, every_steps=5, **kwargs)
-    callback.set_model(model)
-    callback.on_train_begin()
-    return callback
+def _evaluator(tokenizer, directory, **kwargs):
+    evaluator = dev_evaluation.DevEvaluator(
+        PAIRS, directory, every_steps=5, tokenizer=tokenizer, **kwargs
+    )
+    evaluator.start()
+    return evaluator
 
 
 def test_figures_match_an_independent_greedy_decode(trained, tmp_path):
     _, model, tokenizer = trained
-    callback = _callback(model, tokenizer, str(tmp_path))
-    record = callback.evaluate(5)
+    evaluator = _evaluator(tokenizer, str(tmp_path))
+    record = evaluator.evaluate(model, 5)
     # Reference: beam size 1 through the translator's own search, scored by sacrebleu directly.
     hypotheses, _ = Translator(model, tokenizer, SearchOptions(beam_size=1)).translate(
         [source for source, _ in PAIRS]
     )
     expected = BLEU().corpus_score(hypotheses, [[target for _, target in PAIRS]]).score
     assert record["step"] == 5 and record["bleu"] == pytest.approx(expected, abs=0.005)
-    assert callback.search.beam_size == 1
-    assert json.loads((tmp_path / dev_bleu.DEV_BLEU_FILE).read_text()) == [record]
-    assert (tmp_path / dev_bleu.CURVE_FILE).stat().st_size > 5000  # a drawn PNG
+    assert evaluator.search.beam_size == 1
+    assert json.loads((tmp_path / dev_evaluation.DEV_BLEU_FILE).read_text()) == [record]
+    assert (tmp_path / dev_evaluation.CURVE_FILE).stat().st_size > 5000  # a drawn PNG
     assert os.listdir(tmp_path / artifacts.LOG_DIR / "dev_bleu")  # TensorBoard events
+
+
+def test_without_a_tokenizer_it_reads_the_run_s_own(trained, tmp_path):
+    """Training writes `spm.model` before the first evaluation: an evaluator made before
+    training (the Runner's) reads it then and scores as one given the tokenizer."""
+    import shutil
+
+    directory, model, tokenizer = trained
+    run_dir = tmp_path / "run"
+    shutil.copytree(directory, run_dir)
+    evaluator = dev_evaluation.DevEvaluator(PAIRS, str(run_dir), every_steps=5)
+    record = evaluator.evaluate(model, 5)
+    os.makedirs(tmp_path / "given")
+    given = _evaluator(tokenizer, str(tmp_path / "given")).evaluate(model, 5)
+    assert (record["bleu"], record["chrf"]) == (given["bleu"], given["chrf"])
 
 
 def test_keep_best_and_early_stopping(trained, tmp_path):
     _, model, tokenizer = trained
-    callback = _callback(model, tokenizer, str(tmp_path), keep_best=True, early_stopping=2)
-    first = callback.evaluate(5)
-    best_path = tmp_path / dev_bleu.BEST_WEIGHTS
-    assert best_path.exists() and not model.stop_training
+    evaluator = _evaluator(tokenizer, str(tmp_path), keep_best=True, early_stopping=2)
+    first = evaluator.evaluate(model, 5)
+    best_path = tmp_path / dev_evaluation.BEST_WEIGHTS
+    assert best_path.exists() and not evaluator.should_stop()
     saved = best_path.stat().st_mtime_ns
     original = [w.copy() for w in model.get_weights()]
     # Other weights: BLEU changes, and only a gain may overwrite best.weights.h5.
     model.set_weights([w + np.float32(0.5) * np.sign(w) for w in original])
-    second = callback.evaluate(10)
+    second = evaluator.evaluate(model, 10)
     improved = second["bleu"] > first["bleu"]
     assert (best_path.stat().st_mtime_ns != saved) == improved
     model.set_weights(original)
-    third = callback.evaluate(15)  # same weights as the first: no gain over it
+    third = evaluator.evaluate(model, 15)  # same weights as the first: no gain over it
     assert third["bleu"] == first["bleu"]
     # Two evaluations in a row without a gain (the third always; the second unless improved).
-    assert model.stop_training == (not improved) and callback.stopped_early == (not improved)
-    assert callback.evaluate(15) is third  # the same step is not decoded twice
-    model.stop_training = False
+    assert evaluator.should_stop() == (not improved)
+    assert evaluator.evaluate(model, 15) is third  # the same step is not decoded twice
 
 
 def test_resumed_run_continues_the_curve(trained, tmp_path):
     _, model, tokenizer = trained
-    _callback(model, tokenizer, str(tmp_path)).evaluate(5)
-    resumed = _callback(model, tokenizer, str(tmp_path))
+    _evaluator(tokenizer, str(tmp_path)).evaluate(model, 5)
+    resumed = _evaluator(tokenizer, str(tmp_path))
     assert [r["step"] for r in resumed.history] == [5]
-    resumed.evaluate(10)
-    history = dev_bleu.load_history(str(tmp_path))
+    resumed.evaluate(model, 10)
+    history = dev_evaluation.load_history(str(tmp_path))
     assert [r["step"] for r in history] == [5, 10]
     assert history[1]["minutes"] >= history[0]["minutes"]
 
 
 def test_best_record_takes_the_earliest_of_ties():
     history = [dict(step=1, bleu=2.0), dict(step=2, bleu=3.0), dict(step=3, bleu=3.0)]
-    assert dev_bleu.best_record(history)["step"] == 2
-    assert dev_bleu.best_record([]) is None
+    assert dev_evaluation.best_record(history)["step"] == 2
+    assert dev_evaluation.best_record([]) is None
 
 
 @pytest.mark.parametrize(
@@ -101,7 +117,7 @@ def test_best_record_takes_the_earliest_of_ties():
 def test_bad_arguments_name_the_value(kwargs, message, tmp_path):
     values = {"every_steps": 5, **kwargs}
     with pytest.raises(ValueError, match=message):
-        dev_bleu.DevBleu(PAIRS, None, str(tmp_path), **values)
+        dev_evaluation.DevEvaluator(PAIRS, str(tmp_path), **values)
 
 
 def test_training_config_checks_the_dev_flags():
@@ -123,7 +139,7 @@ def test_the_run_delivers_the_weights_its_flag_names(tmp_path):
         return Runner(cfg, export_dir="none").final_weights()
 
     averaged = artifacts.path(str(tmp_path), artifacts.FINAL_WEIGHTS)
-    best = artifacts.path(str(tmp_path), dev_bleu.BEST_WEIGHTS)
+    best = artifacts.path(str(tmp_path), dev_evaluation.BEST_WEIGHTS)
     open(best, "wb").close()
     assert delivered() == delivered(deliver="averaged") == averaged
     assert delivered(deliver="best") == best
