@@ -32,6 +32,7 @@ from keras_transformer.decoding import (  # noqa: E402
     StepFunction,
     decode,
     fixed_shape_step,
+    padded_kernels,  # noqa: E402
     per_source_step,
 )
 
@@ -57,11 +58,12 @@ def forced_search(model, config, beam_size, steps):
     first, of a beam search (greedy for beam 1) of exactly `steps`, with the per-source
     cache that `translator` decodes with (`incremental.per_source_step`)."""
     no_eos = tf.one_hot(config.eos_id, config.vocab_size, on_value=float("-inf"))  # (vocab,)
+    pad = padded_kernels.default_pad_kernels()  # as the commands decide
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def run(source):
         memory, mask = model.encode(source)
-        step = per_source_step(model, memory, mask, beam_size)
+        step = per_source_step(model, memory, mask, beam_size, pad_kernels=pad)
 
         def forced(ids, t, state, shared):
             logits, state = step.fn(ids, t, state, shared)

@@ -62,7 +62,29 @@ def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
     return set()
 
 
+# oneDNN's names of instruction sets below AVX-512 (ONEDNN_MAX_CPU_ISA; DNNL_ the old prefix)
+_BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
+
+
 def isa_cap() -> str:
     """The instruction set oneDNN is capped to, upper-cased: `ONEDNN_MAX_CPU_ISA`, else its
     older name `DNNL_MAX_CPU_ISA` (oneDNN reads both; the first wins), else ""."""
     return os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
+
+
+def padded_kernels_faster() -> bool:
+    """Whether a decoding step's products run faster on kernels padded to rows 16 floats
+    wider (`decoding.padded_kernels`): with oneDNN on an x86-64 CPU whose products stop at
+    AVX2 (no AVX-512, or oneDNN capped below it by `ONEDNN_MAX_CPU_ISA`). Never with a GPU.
+    The measurements behind the rule: benchmarks/results/2026-11-25-kernel-layout.md and
+    benchmarks/results/2026-11-26-issue-49-keep-or-drop.md, with their commands. Imports
+    TensorFlow."""
+    if platform.machine().lower() not in X86_64 or not onednn_enabled():
+        return False
+    import tensorflow as tf
+
+    if tf.config.list_logical_devices("GPU"):  # the products run there
+        return False
+    if isa_cap() in _BELOW_AVX512:
+        return True
+    return "avx512f" not in cpu_flags()

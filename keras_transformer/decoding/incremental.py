@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_transformer.decoding import per_source, slot_cache
+from keras_transformer.decoding import padded_kernels, per_source, slot_cache
 from keras_transformer.decoding.loop import StepFunction
 from keras_transformer.model import Transformer
 
@@ -72,6 +72,7 @@ def per_source_step(
     memory_mask,
     beam_size: int,
     recent_positions: int = slot_cache.RECENT_POSITIONS,
+    pad_kernels: bool = False,
 ) -> StepFunction:
     """The production design: growing buffers, every state per source, nothing reordered.
 
@@ -82,6 +83,9 @@ def per_source_step(
         beam_size: rows per item of the strategy (its `rows_per_item`; 1 for `Sampling`).
         recent_positions: the self-attention cache's recent part is merged into the older
             part every this many steps (`slot_cache.merge_recent`).
+        pad_kernels: multiply by the decoder's weights copied once per search into padded
+            buffers (`padded_kernels`, for searches of `padded_kernels.MIN_ROWS` rows or
+            more): the same results, faster products on some CPUs.
 
     Returns:
         A `StepFunction` for `decode` with growing buffers. Its cache is `{"slots": (items, t,
@@ -98,6 +102,7 @@ def per_source_step(
         "layers": [_empty_slot_cache(items, layer, beam_size) for layer in model.decoder.layers],
     }
     output_kernel = model.token_embedding.output_kernel()  # (d_model, vocab), once
+    kernels = padded_kernels.decoder_kernels(model, items * beam_size) if pad_kernels else None
     own = tf.range(beam_size, dtype=tf.int32)[None, None, :]  # (1, 1, beam): row q in slot q
 
     def fn(ids, step, cache, shared):
@@ -105,7 +110,7 @@ def per_source_step(
         slots = tf.concat([cache["slots"], tf.tile(own, [items, 1, 1])], 1)  # (items, t+1, b)
         ancestors = slot_cache.ancestor_mask(slots, beam_size)  # the same for every layer
         logits, new_layers = per_source.decoder_step(
-            model, ids[:, -1:], step, cache["layers"], ancestors, shared, output_kernel
+            model, ids[:, -1:], step, cache["layers"], ancestors, shared, output_kernel, kernels
         )  # logits: (items * beam, vocab)
         new_layers = slot_cache.merge_recent(new_layers, recent_positions)
         return logits, {"slots": slots, "layers": new_layers}

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
+from keras_transformer.decoding import padded_kernels
 from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
 from keras_transformer.decoding.documents import cut_ranks, translate_documents
 from keras_transformer.decoding.incremental import fixed_shape_step, per_source_step
@@ -73,7 +74,11 @@ def prepare_source(source_ids, config) -> tuple[tf.Tensor, tf.Tensor]:
 
 
 def decode_sources(
-    model: Transformer, source_ids, options: SearchOptions, strategy: Strategy
+    model: Transformer,
+    source_ids,
+    options: SearchOptions,
+    strategy: Strategy,
+    pad_kernels: bool | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """`loop.decode` with `strategy` over the cached decoder of `model`, TF ops only
     (XLA-compatible with padded_decode): right-padded source ids are prepared
@@ -81,6 +86,8 @@ def decode_sources(
     options.max_extra_length, max_length)` tokens; with growing buffers the cache is per source
     (`incremental.per_source_step`: never tiled by beam nor copied to reorder it) and finished
     sources' rows are dropped; with `padded_decode`, `incremental.fixed_shape_step`.
+    `pad_kernels` (growing buffers only): whether the step multiplies by padded copies of the
+    decoder's weights (`decoding.padded_kernels`); None: `padded_kernels.default_pad_kernels()`.
 
     Returns the strategy's `(ids, scores)`, ids with BOS first."""
     config = model.config
@@ -94,19 +101,24 @@ def decode_sources(
     if options.padded_decode:  # fixed-size buffers, reordered by gather (XLA's layout)
         step = fixed_shape_step(model, memory, memory_mask, max_len)
     else:  # a per-source cache that is never copied to reorder it
-        step = per_source_step(model, memory, memory_mask, strategy.rows_per_item)
+        if pad_kernels is None:
+            pad_kernels = padded_kernels.default_pad_kernels()
+        step = per_source_step(
+            model, memory, memory_mask, strategy.rows_per_item, pad_kernels=pad_kernels
+        )
     return decode(strategy, step, bos_ids, max_len, loop, max_lengths=limits)
 
 
 def search_ids(
-    model: Transformer, source_ids, options: SearchOptions
+    model: Transformer, source_ids, options: SearchOptions, pad_kernels: bool | None = None
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """The numeric core of `translate_ids`: beam search with `options`.
+    """The numeric core of `translate_ids`: beam search with `options` (`pad_kernels` as in
+    `decode_sources`).
 
     Returns int32 `(batch, n_best, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch, n_best)` scores."""
     beam = BeamSearch(model.config.vocab_size, options)
-    ids, scores = decode_sources(model, source_ids, options, beam)
+    ids, scores = decode_sources(model, source_ids, options, beam, pad_kernels)
     return ids[:, :, 1:], scores  # drop BOS -> (batch, n_best, max_len)
 
 
@@ -126,6 +138,7 @@ def sample_ids(
     top_k=0,
     top_p=1.0,
     seed=0,
+    pad_kernels: bool | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Greedy or sampled decoding of right-padded source ids, TF ops only: the sampling
     counterpart of `search_ids` (same source preparation and output length limits, taken from
@@ -136,7 +149,7 @@ def sample_ids(
     `(batch,)` scores log P(y | x) / lp(|y|) with `options.alpha`, as beam search scores."""
     config = model.config
     sampling = SamplingOptions(method, top_k, top_p, temperature, seed=seed_pair(seed))
-    ids, log_probs = decode_sources(model, source_ids, options, Sampling(sampling))
+    ids, log_probs = decode_sources(model, source_ids, options, Sampling(sampling), pad_kernels)
     ids = ids[:, 1:]  # drop BOS -> (batch, max_len)
     length = tf.reduce_sum(tf.cast(tf.not_equal(ids, config.pad_id), tf.int32), axis=1)
     return ids, log_probs / length_penalty(length, options.alpha)
@@ -209,6 +222,11 @@ class Translator(tf.Module):
             once per batch size and source width). Tokenization always runs outside it.
         documents: `DocumentOptions` (default: segment, split overlong sentences);
             `DocumentOptions.sentences()` sends each input whole and truncates, as before.
+        pad_kernels: whether searches multiply by padded copies of the decoder's weights
+            (`decoding.padded_kernels`: the same translations, faster on CPUs whose oneDNN
+            products stop at AVX2); None: `padded_kernels.default_pad_kernels()`, decided
+            here once (an export keeps the choice of the machine that traced it unless
+            `KERAS_TRANSFORMER_PAD_KERNELS` says otherwise).
 
     Example:
     >>> translator = Translator(model, tokenizer)
@@ -226,6 +244,7 @@ class Translator(tf.Module):
         jit_compile: bool = False,
         name: str | None = None,
         documents: DocumentOptions | None = None,
+        pad_kernels: bool | None = None,
     ):
         super().__init__(name=name)
         search = search or SearchOptions()
@@ -237,6 +256,9 @@ class Translator(tf.Module):
         self.options = search.replace(n_best=1)
         self.documents = documents or DocumentOptions()
         self.jit_compile = jit_compile
+        if pad_kernels is None:
+            pad_kernels = padded_kernels.default_pad_kernels() and not search.padded_decode
+        self.pad_kernels = pad_kernels
         self._searches = {}  # "n_best_<k>" / "sample_<method>" -> tf.function over source ids
         self._warned = False
         self._ranks = None
@@ -248,7 +270,7 @@ class Translator(tf.Module):
         if key not in self._searches:
             options = self.options.replace(n_best=n_best)
             self._searches[key] = tf.function(
-                lambda source: search_ids(self.model, source, options),
+                lambda source: search_ids(self.model, source, options, self.pad_kernels),
                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
                 jit_compile=self.jit_compile,
             )
@@ -269,7 +291,15 @@ class Translator(tf.Module):
             ]
             self._searches[key] = tf.function(
                 lambda source, temperature, top_k, top_p, seed: sample_ids(
-                    self.model, source, self.options, method, temperature, top_k, top_p, seed
+                    self.model,
+                    source,
+                    self.options,
+                    method,
+                    temperature,
+                    top_k,
+                    top_p,
+                    seed,
+                    self.pad_kernels,
                 ),
                 input_signature=specs,
                 jit_compile=self.jit_compile,
