@@ -462,7 +462,7 @@ class RecipeConfig:
         "budget, else 2000)",
     )
     # `train_minutes_for` resolves None. It counts this process's time: a resumed run gets
-    # the limit again; under multi_worker each worker counts its own (`AgreeToStop`).
+    # the limit again; under multi_worker each worker counts its own (`RunControl`'s one agreement).
     train_minutes: float | None = option(
         None,
         "stop training before a step that would end past N minutes of wall clock (evaluations "
