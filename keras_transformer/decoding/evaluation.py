@@ -46,22 +46,6 @@ def score_translations(hypotheses: list[str], references: list[str]) -> dict:
     return result
 
 
-def paired_bleu(
-    references: list[str], baseline: list[str], system: list[str], resamples: int = 1000
-) -> dict:
-    """BLEU of `baseline` and `system` on the same `references` and the p-value of their
-    difference (sacrebleu's paired bootstrap resampling, seeded: the same inputs give the
-    same p-value): `{"baseline_bleu", "system_bleu", "p_value"}`."""
-    from sacrebleu.significance import PairedTest
-
-    test = PairedTest(
-        [("baseline", baseline), ("system", system)], {"BLEU": BLEU()}, [references],
-        test_type="bs", n_samples=resamples,
-    )  # fmt: skip
-    base, other = test()[1]["BLEU"]
-    return {"baseline_bleu": base.score, "system_bleu": other.score, "p_value": other.p_value}
-
-
 def write_lines(path: str, lines: Iterable[str]) -> None:
     """One line per hypothesis (line breaks inside a hypothesis become spaces)."""
     directory = os.path.dirname(os.path.abspath(path))
