@@ -16,6 +16,20 @@ from keras_transformer import malloc  # noqa: E402
 malloc.keep_freed_memory()  # as every command does (keras_transformer.cli.common.run)
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
+def pytest_collection_modifyitems(items):
+    """Marks the tests that `stages.py` moves out of the default stage: `slow`, and `serial`
+    for those CI's slow stage runs one at a time."""
+    from stages import stage_of
+
+    for item in items:
+        stage = stage_of(item.nodeid)
+        if stage:
+            item.add_marker(pytest.mark.slow)
+        if stage == "serial":
+            item.add_marker(pytest.mark.serial)
+
+
 @pytest.fixture(autouse=True)
 def _seeded_fresh_session():
     """Every test starts from seed 0 and leaves no layers or name counters behind. Without a

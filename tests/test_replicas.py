@@ -99,11 +99,14 @@ def test_eight_replicas_update_like_one_device_with_the_eight_times_batch(accumu
     # Attention's key bias adds q.b_k to every logit of a query: softmax cancels it, so its
     # true gradient is zero and what Adam sees is rounding noise (~1e-9), which it normalizes
     # into steps of the learning rate's size, different for every summation order. Those
-    # biases differ; the function does not (the logits below).
+    # biases differ; the function does not (the logits below). The key kernels carry a little
+    # of the same noise (the part of W_K x that is the same for every key cancels too): CI saw
+    # 1.07e-5 there after 20 updates, so weights get 1e-4 (a hundredth of what training moved
+    # them) and the function the tight 1e-5.
     for path, weights in one["weights"].items():
         if not path.endswith("key/bias"):
             difference = np.abs(np.array(weights) - np.array(mirrored["weights"][path])).max()
-            assert difference <= 1e-5, (path, difference)
+            assert difference <= 1e-4, (path, difference)
     np.testing.assert_allclose(mirrored["logits"], one["logits"], atol=1e-5)
     np.testing.assert_allclose(mirrored["loss"], one["loss"], rtol=1e-5)
 

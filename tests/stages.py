@@ -1,0 +1,122 @@
+"""Which tests leave the default stage (README's `python -m pytest -q`, at most 6 minutes on a
+2-core CPU) for CI's slow stage, in one table that `conftest.py` applies at collection.
+
+The default stage keeps a reference check of every part (layers and model against NumPy and
+the uncached model, beam search against exhaustive search, one export and its signatures,
+training's step, checkpoints and schedules, the commands' error lines); what is listed here runs
+in CI's slow stage (`.ci/run`), with the tests marked `slow` in their files:
+
+- `SLOW`: the default stage's heavier cases (traced exports and their signatures, decoding
+  designs against each other, commands run end to end, other backends, peers). CI runs them
+  with one xdist worker per core, like the default stage.
+- `SERIAL`: tests that start processes of their own (workers, replicas, a killed and resumed
+  run) or time a load: CI runs them one at a time (`-n 0`).
+
+An entry is a file (`tests/test_x.py`), a test (`tests/test_x.py::test_name`, all its
+parameters) or one parameter (`tests/test_x.py::test_name[id]`). Chosen by
+`python -m pytest -q --durations=0` on a 2-core AVX2 EPYC (2026-11-26): the default stage took
+16:40 with everything in it; the entries below held about three quarters of its test-seconds.
+Rebalance with the same command.
+"""
+
+from __future__ import annotations
+
+SLOW = frozenset(
+    {
+        # Whole files: a module fixture builds an export, a converted or trained model.
+        "tests/test_accumulation.py",
+        "tests/test_backends.py",
+        "tests/test_bench_runner.py",
+        "tests/test_client.py",
+        "tests/test_ctranslate2.py",
+        "tests/test_dev_evaluation.py",
+        "tests/test_padded_kernels.py",
+        "tests/test_serving_load.py",
+        "tests/test_shrinking.py",
+        "tests/test_warm_start.py",
+        # Commands run end to end (a new Python and TensorFlow each).
+        "tests/test_cli.py::test_help_and_a_short_run_keep_tensorflow_start_up_quiet",
+        "tests/test_cli.py::test_score_command_in_input_order_with_progress",
+        "tests/test_cli.py::test_serving_and_cli_import_from_any_directory",
+        "tests/test_cli.py::test_translate_file_in_input_order_n_best_tsv_and_progress",
+        "tests/test_cli.py::test_translate_is_interactive_when_stdin_is_a_terminal",
+        "tests/test_cli.py::test_translate_paragraph_line_is_its_sentences_one_by_one",
+        "tests/test_evaluate.py",
+        "tests/test_nonfinite.py::test_nonfinite_run_exits_3_and_writes_nothing_from_it",
+        "tests/test_quick_preset.py::test_train_command_stops_at_its_time_limit_and_finishes_the_run",
+        # Decoding: the default stage keeps cached == full pass, beam == exhaustive search,
+        # the slot cache against the uncached decoder.
+        "tests/test_decoding.py::test_empty_and_too_long_sources",
+        "tests/test_decoding.py::test_greedy_is_the_argmax_chain_and_beam_one",
+        "tests/test_decoding.py::test_greedy_sampling_is_top_k_one_and_beam_one",
+        "tests/test_decoding.py::test_keras_file_round_trip_decodes_without_config",
+        "tests/test_decoding.py::test_mixed_batch_gives_what_each_source_gives_alone",
+        "tests/test_decoding.py::test_n_best_shapes_and_ragged_input",
+        "tests/test_decoding.py::test_sample_tensors_checks_values_and_served_tensors",
+        "tests/test_decoding.py::test_scores_are_model_log_probs_over_length_penalty",
+        "tests/test_decoding.py::test_translator_sample_same_seed_same_output_other_seed_differs",
+        "tests/test_decoding.py::test_translator_strings_batches_and_export_signature",
+        "tests/test_documents.py::test_document_is_its_sentences_translated_one_by_one",
+        "tests/test_documents.py::test_document_n_best_joins_each_sentences_kth_best",
+        "tests/test_documents.py::test_greedy_document_equals_greedy_sentences",
+        "tests/test_documents.py::test_hostile_inputs_get_answers",
+        "tests/test_documents.py::test_long_sentence_is_cut_and_translated_whole",
+        "tests/test_documents.py::test_truncate_option_keeps_the_old_behaviour",
+        "tests/test_scoring.py::test_score_of_beam_output_equals_the_beam_score",
+        "tests/test_scoring.py::test_score_of_sampled_output_equals_the_sampling_score",
+        "tests/test_slot_cache.py::test_beam_search_equals_the_fixed_shape_design",
+        "tests/test_slot_cache.py::test_greedy_sampling_equals_the_fixed_shape_design",
+        # The export: the default stage keeps its layout, op set and batched translation.
+        "tests/test_export.py::test_bad_inputs_get_one_translation_each",
+        "tests/test_export.py::test_long_sentence_comes_back_whole_and_oversized_input_is_refused",
+        "tests/test_export.py::test_sample_signature_same_seed_same_output_other_seeds_differ",
+        "tests/test_export.py::test_saved_model_cli_reports_signatures",
+        "tests/test_export.py::test_verify_command_loads_weights_and_fails_on_mismatches",
+        "tests/test_export.py::test_warmup_requests_cover_every_signature_and_replay",
+        "tests/test_export_rules.py::test_op_check_rejects_python_and_other_custom_ops",
+        # Layers and model: the default stage keeps one layer of each kind and two of the
+        # model's eight cached-decoding variants.
+        "tests/test_layer_contract.py::test_layer_passes_the_shared_layer_test[decoder_layer]",
+        "tests/test_layer_contract.py::test_layer_passes_the_shared_layer_test[decoder_learned_pre]",
+        "tests/test_layer_contract.py::test_layer_passes_the_shared_layer_test[decoder_sinusoidal_post]",
+        "tests/test_layer_contract.py::test_layer_passes_the_shared_layer_test[encoder_learned_pre]",
+        "tests/test_model.py::test_cached_decoding_equals_full_pass[learned-fixed]",
+        "tests/test_model.py::test_cached_decoding_equals_full_pass[learned-growing]",
+        "tests/test_model.py::test_cached_decoding_equals_full_pass[paper-fixed]",
+        "tests/test_model.py::test_cached_decoding_equals_full_pass[pre-growing]",
+        "tests/test_model.py::test_cached_decoding_equals_full_pass[unshared-fixed]",
+        "tests/test_model.py::test_cached_decoding_equals_full_pass[unshared-growing]",
+        "tests/test_model.py::test_parameter_count_of_variants",
+        "tests/test_model.py::test_save_and_load_gives_identical_logits",
+        # Training: the default stage keeps one fit step, checkpoints, schedules, batches.
+        "tests/test_malloc.py::test_importing_the_library_leaves_glibc_alone",
+        "tests/test_nonfinite.py::test_nonfinite_gradient_on_one_replica_is_skipped_on_all",
+        "tests/test_training.py::test_loss_gradient_under_the_jax_backend",
+        "tests/test_training.py::test_mirrored_strategy_matches_one_device",
+        "tests/test_training.py::test_training_flags_run_end_to_end[mixed_bfloat16]",
+    }
+)
+
+SERIAL = frozenset(
+    {
+        "tests/test_exact_resume.py",
+        "tests/test_multi_worker.py",
+        "tests/test_replicas.py",
+        "tests/test_nonfinite.py::test_nonfinite_run_resumes_from_last_finite_checkpoint",
+        "tests/test_preemption.py::test_sigterm_and_rerun_equals_uninterrupted_run",
+        "tests/test_serving_load.py::test_thirty_two_clients_for_a_minute",
+        "tests/test_training.py::test_killed_run_resumes_from_checkpoint",
+    }
+)
+
+
+def stage_of(nodeid: str) -> str | None:
+    """"serial", "slow" or None (the default stage) for a test's node id: its most specific
+    entry in `SERIAL` or `SLOW` (one parameter, then the test, then its file)."""
+    test = nodeid.split("[", 1)[0]
+    for key in (nodeid, test, test.split("::", 1)[0]):
+        if key in SERIAL:
+            return "serial"
+        if key in SLOW:
+            return "slow"
+    return None
