@@ -111,8 +111,8 @@ SERIAL = frozenset(
 
 
 def stage_of(nodeid: str) -> str | None:
-    """"serial", "slow" or None (the default stage) for a test's node id: its most specific
-    entry in `SERIAL` or `SLOW` (one parameter, then the test, then its file)."""
+    """The stage of a test's node id: "serial", "slow" or None (the default stage), from its most
+    specific entry in `SERIAL` or `SLOW` (one parameter, then the test, then its file)."""
     test = nodeid.split("[", 1)[0]
     for key in (nodeid, test, test.split("::", 1)[0]):
         if key in SERIAL:
