@@ -53,6 +53,9 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
     },
     "serving": {
         "latency": Kind("serving_benchmark", "p50/p90 and sentences/s of the export; --load"),
+        "single": Kind(
+            "latency_benchmark", "one sentence a request by length, beside CTranslate2; --profile"
+        ),
     },
     "learning": {
         "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),

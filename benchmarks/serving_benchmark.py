@@ -18,10 +18,11 @@ of 2 to 12 consecutive lines (joined by spaces), K documents a request, against 
 lines sent as single-sentence inputs, the same lines a request; sentences per second of each,
 alternating which goes first in each round (`--iterations` rounds over the whole split).
 
-`--compare-export B` is an A/B of two exports of the same run (say, made by two commits):
-the whole test split translated in batches of each size, by A and by B alternately
-(`--iterations` rounds, every other one B first), sentences/s of each, and how many
-translations differ.
+`--compare-export B` is an A/B of two exports of the same run (say, made by two commits, or
+the float32 and the bfloat16 export: `keras-transformer-export --dtype bfloat16`): the whole
+test split translated in batches of each size, by A and by B alternately (`--iterations`
+rounds, every other one B first), sentences/s of each, how many translations differ, each
+one's BLEU against the references, its bytes on disk and its load time.
 
 `--untrained base` stands in for a trained base-size run: the preset's sizes with random
 weights (seed 0) and a `--vocab-size` SentencePiece model of the bundled En-De training split,
@@ -140,11 +141,28 @@ def print_documents(rows: list) -> None:
     print(f"all rounds: documents / sentences = {total['sentences'] / total['documents']:.3f}")
 
 
-def compare_exports(paths: dict, sentences: list[str], batch: int, rounds: int) -> dict:
+def directory_bytes(path: str) -> int:
+    """The bytes of the files under `path`."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def load_signature(path: str) -> tuple:
+    """`(serving_default of the export at path, seconds tf.saved_model.load took)`."""
+    start = time.perf_counter()
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    return signature, time.perf_counter() - start
+
+
+def compare_exports(
+    paths: dict, sentences: list[str], batch: int, rounds: int, references: list[str]
+) -> dict:
     """Sentences/s of each export's `serving_default` over all `sentences` in batches of
-    `batch`, alternating which goes first; and the number of differing translations."""
-    signatures = {name: tf.saved_model.load(path).signatures["serving_default"]
-                  for name, path in paths.items()}  # fmt: skip
+    `batch`, alternating which goes first; the number of differing translations; each one's
+    BLEU against `references`, bytes on disk and load time."""
+    import sacrebleu
+
+    loaded = {name: load_signature(path) for name, path in paths.items()}
+    signatures = {name: signature for name, (signature, _) in loaded.items()}
     chunks = [sentences[i : i + batch] for i in range(0, len(sentences), batch)]
 
     def translate(signature):
@@ -160,9 +178,13 @@ def compare_exports(paths: dict, sentences: list[str], batch: int, rounds: int) 
             seconds[name].append(time.perf_counter() - start)
     a, b = outputs.values()
     rates = {name: [len(sentences) / t for t in times] for name, times in seconds.items()}
+    bleu = {name: sacrebleu.corpus_bleu(out, [references]).score
+            for name, out in outputs.items()}  # fmt: skip
     return dict(batch=batch, sentences=len(sentences), rounds=rounds, sentences_per_s=rates,
                 median={name: float(np.median(r)) for name, r in rates.items()},
-                differing_translations=sum(x != y for x, y in zip(a, b)))  # fmt: skip
+                differing_translations=sum(x != y for x, y in zip(a, b)), bleu=bleu,
+                bytes={name: directory_bytes(path) for name, path in paths.items()},
+                load_seconds={name: t for name, (_, t) in loaded.items()})  # fmt: skip
 
 
 def environment(args) -> dict:
@@ -225,13 +247,14 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
     args = parser.parse_args(argv)
     if args.sentences < 1:
         parser.error(f"--sentences must be at least 1. Received: {args.sentences}")
-    sentences = [src for src, _ in read_pairs("sample_en_de", "test", limit=args.sentences)]
+    pairs = list(read_pairs("sample_en_de", "test", limit=args.sentences))
+    sentences = [src for src, _ in pairs]
     if args.load:
         return load_test(args, sentences)
     if args.compare_export:
         if not args.export_dir:
             parser.error("--compare-export needs --export-dir (the A side)")
-        return compare_test(args, sentences)
+        return compare_test(args, sentences, [tgt for _, tgt in pairs])
     with tempfile.TemporaryDirectory() as workdir:
         export_dir = export_dir_for(args, workdir)
         signature = tf.saved_model.load(export_dir).signatures["serving_default"]
@@ -262,17 +285,22 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
     return 0
 
 
-def compare_test(args, sentences: list[str]) -> int:
+def compare_test(args, sentences: list[str], references: list[str]) -> int:
     """The A/B of --export-dir (A) and --compare-export (B) at each --batch-sizes."""
     paths = {"A": args.export_dir, "B": args.compare_export}
-    rows = [compare_exports(paths, sentences, batch, args.iterations)
+    rows = [compare_exports(paths, sentences, batch, args.iterations, references)
             for batch in args.batch_sizes]  # fmt: skip
-    print("| batch | A sentences/s | B sentences/s | B / A | differing translations |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| batch | A sentences/s | B sentences/s | B / A | differing translations "
+          "| BLEU A | BLEU B |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         a, b = row["median"]["A"], row["median"]["B"]
         print(f"| {row['batch']} | {a:.2f} | {b:.2f} | {b / a:.3f} | "
-              f"{row['differing_translations']} of {row['sentences']} |")  # fmt: skip
+              f"{row['differing_translations']} of {row['sentences']} | "
+              f"{row['bleu']['A']:.2f} | {row['bleu']['B']:.2f} |")  # fmt: skip
+    for name, path in paths.items():
+        print(f"{name}: {path}: {rows[0]['bytes'][name] / 1e6:.1f} MB on disk, "
+              f"loaded in {rows[0]['load_seconds'][name]:.1f} s")  # fmt: skip
     report = dict(command=" ".join([sys.executable, *sys.argv]), rows=rows,
                   compare=paths, **environment(args))  # fmt: skip
     if args.output:

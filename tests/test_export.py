@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -498,3 +499,41 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
                 assert _hex_rows(got[key]) == _hex_rows(value), (name, key)
             else:
                 assert float(tf.reduce_max(tf.abs(got[key] - value))) <= 1e-4, (name, key)
+
+
+def test_export_info_records_what_the_graph_was_built_with(export_dir):
+    from keras_transformer.decoding import padded_kernels
+
+    info = ex.read_export_info(export_dir)
+    assert info["dtype"] == "float32" and info["jit_compile"] is False
+    assert info["pad_kernels"] == padded_kernels.default_pad_kernels()  # this machine's rule
+    assert info["search"]["beam_size"] == SEARCH.beam_size
+    assert info["search"]["alpha"] == SEARCH.alpha
+    assert set(info["traced_on"]) == {"cpu_flags", "onednn_isa_cap"}
+    assert ex.read_export_info(str(Path(export_dir).parent)) == {}  # no file: {}
+
+
+@pytest.mark.slow  # a second export (about 60 s on a 2-core CPU)
+def test_bfloat16_export_serves_what_the_bfloat16_translator_gives(model_dir, tmp_path):
+    """The bfloat16 export: bfloat16 weights, float32 scores, the translations of the
+    in-process bfloat16 `Translator` with the same choices; padded kernels as asked."""
+    path = ex.export_savedmodel(
+        model_dir, str(tmp_path), MODEL_NAME, search=SEARCH, n_best=N_BEST, dtype="bfloat16",
+        pad_kernels=False,
+    )  # fmt: skip
+    info = ex.read_export_info(path)
+    assert (info["dtype"], info["pad_kernels"]) == ("bfloat16", False)
+    dtypes = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    dtypes = dtypes.get_variable_to_dtype_map()
+    floats = [dtype for dtype in dtypes.values() if dtype.is_floating]
+    assert floats and all(dtype == tf.bfloat16 for dtype in floats), dtypes
+    loaded = tf.saved_model.load(path)
+    texts = [b"The cat sleeps.", b"Der Hund schl\xc3\xa4ft number 3.", b""]
+    out = loaded.signatures[SERVING_SIGNATURE](text=tf.constant(texts))
+    assert out["scores"].dtype == tf.float32 and np.all(np.isfinite(out["scores"].numpy()))
+    model, _, tokenizer = artifacts.load_trained(model_dir, dtype="bfloat16")
+    want = ex.make_translator(model, tokenizer, SEARCH, pad_kernels=False).translate_tensors(
+        tf.constant(texts)
+    )
+    assert out["translations"].numpy().tolist() == want["translations"].numpy().tolist()
+    np.testing.assert_allclose(out["scores"].numpy(), want["scores"].numpy(), atol=1e-5)

@@ -31,19 +31,42 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-best", type=int, default=4, help="width of translate_nbest (default: %(default)s)"
     )
     parser.add_argument("--jit-compile", action="store_true", help="XLA for numeric decoding")
+    common.add_dtype_argument(parser)
+    parser.add_argument(
+        "--pad-kernels",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="multiply the search's steps by padded copies of the decoder's kernels (faster "
+        "on CPUs whose products stop at AVX2; decoding/padded_kernels.py); auto: the rule for "
+        "the machine that exports (KERAS_TRANSFORMER_PAD_KERNELS overrides it); on/off: for "
+        "the servers' CPUs. The choice is printed and kept in assets.extra/export_info.json "
+        "(default: %(default)s)",
+    )
     common.add_document_arguments(parser, segment_by_default=True)
     return parser
 
 
+PAD_KERNELS = {"auto": None, "on": True, "off": False}
+
+
 def export(args: argparse.Namespace) -> int:
-    from keras_transformer.serving.export import export_savedmodel, saved_model_op_types
+    from keras_transformer.serving.export import (
+        export_savedmodel,
+        read_export_info,
+        saved_model_op_types,
+    )
 
     path = export_savedmodel(
         args.model_dir, args.export_base, args.model_name, args.version, args.weights,
         common.search_options(args), args.n_best, args.jit_compile,
-        documents=common.document_options(args),
+        documents=common.document_options(args), dtype=args.dtype,
+        pad_kernels=PAD_KERNELS[args.pad_kernels],
     )  # fmt: skip
+    info = read_export_info(path)
     print(path)
+    print(
+        f"dtype: {info['dtype']}, padded kernels: {info['pad_kernels']}, XLA: {info['jit_compile']}"
+    )
     print("ops:", " ".join(sorted(saved_model_op_types(path))))
     return 0
 

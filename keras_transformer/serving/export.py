@@ -45,6 +45,7 @@ UTF-8 become the unknown piece (SentencePiece's own behaviour).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -72,6 +73,8 @@ from keras_transformer.serving.signatures import (
 )
 
 WARMUP_FILE = "tf_serving_warmup_requests"
+# What the graph was built with (`export_info`): TF Serving ignores it, people and tools read it.
+EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
 # tensorflow-text ops that stock TF Serving links in; every other op must be stock TensorFlow.
 SENTENCEPIECE_OPS = frozenset(
     {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"}
@@ -214,9 +217,10 @@ def make_translator(
     search: SearchOptions | None = None,
     jit_compile=False,
     documents: DocumentOptions | None = None,
+    pad_kernels: bool | None = None,
 ):
     """The `keras_transformer.decoding.Translator` the export serves (whole inputs split into
-    sentences as `documents` says; default `DocumentOptions()`).
+    sentences as `documents` says; default `DocumentOptions()`; `pad_kernels` as `Translator`'s).
 
     With `jit_compile` the numeric search runs XLA-compiled on fixed-size buffers
     (`padded_decode`); tokenization and detokenization stay outside the compiled function.
@@ -226,7 +230,10 @@ def make_translator(
     search = search or SearchOptions()
     if jit_compile:
         search = search.replace(padded_decode=True)
-    return Translator(model, tokenizer, search, jit_compile=jit_compile, documents=documents)
+    return Translator(
+        model, tokenizer, search, jit_compile=jit_compile, documents=documents,
+        pad_kernels=pad_kernels,
+    )  # fmt: skip
 
 
 def next_version(model_base: str) -> int:
@@ -324,8 +331,10 @@ def save_module(
     model_name: str = "transformer",
     version: int | None = None,
     check_ops: bool = True,
+    info: dict | None = None,
 ) -> str:
-    """Save `module` as `export_base/model_name/version` (atomically) and return that path."""
+    """Save `module` as `export_base/model_name/version` (atomically) and return that path;
+    `info` (what the graph was built with) goes to its `EXPORT_INFO_FILE`."""
     model_base = os.path.join(export_base, model_name)
     version = next_version(model_base) if version is None else version
     check_int("version", version)
@@ -337,6 +346,9 @@ def save_module(
     try:
         tf.saved_model.save(module, tmp_dir, signatures=module.signatures())
         write_warmup_file(tmp_dir, model_name)
+        if info is not None:
+            with open(os.path.join(tmp_dir, EXPORT_INFO_FILE), "w") as f:
+                json.dump(info, f, indent=1, sort_keys=True)
         allow_xla = bool(getattr(module.translator, "jit_compile", False))
         bad = unservable_ops(tmp_dir, allow_xla) if check_ops else set()
         if bad:
@@ -359,6 +371,8 @@ def export_savedmodel(
     *,
     check_ops: bool = True,
     documents: DocumentOptions | None = None,
+    dtype: str = "float32",
+    pad_kernels: bool | None = None,
 ) -> str:
     """Export the trained model in `model_dir`; returns `export_base/model_name/version`.
 
@@ -376,6 +390,16 @@ def export_savedmodel(
         documents: how the signatures split whole inputs (default `DocumentOptions()`:
             sentences, overlong ones cut into parts, inputs up to 100,000 bytes);
             `DocumentOptions.sentences()` gives the behaviour before documents.
+        dtype: "float32", or "bfloat16": weights and products in bfloat16, layer norms,
+            softmax, logits and scores in float32 (`artifacts.load_trained`); for servers
+            with bfloat16 units (AMX, AVX512_BF16, GPUs), emulated and slow elsewhere
+            (BUILD.md, "A bfloat16 export").
+        pad_kernels: whether the search multiplies by padded kernels (`Translator`); None:
+            the tracing machine's rule (`padded_kernels.default_pad_kernels`).
+
+    The choices the graph was built with (dtype, pad_kernels, XLA, the search, the tracing
+    machine's CPU) are written to the version's `assets.extra/export_info.json`, so a graph
+    never depends silently on the machine that traced it.
     """
     search = search or SearchOptions()
     if not isinstance(n_best, int) or not 1 <= n_best <= search.beam_size:
@@ -393,7 +417,32 @@ def export_savedmodel(
 
     # float32 whatever the process's policy (the training pipeline exports in the process
     # that may have trained in mixed precision): load_trained builds under its own dtype.
-    model, _, tokenizer = artifacts.load_trained(model_dir, weights, dtype="float32")
-    translator = make_translator(model, tokenizer, search, jit_compile, documents)
+    model, _, tokenizer = artifacts.load_trained(model_dir, weights, dtype=dtype)
+    translator = make_translator(model, tokenizer, search, jit_compile, documents, pad_kernels)
     module = TranslationModule(translator, model, tokenizer, n_best)
-    return save_module(module, export_base, model_name, version, check_ops)
+    info = export_info(translator, dtype)
+    return save_module(module, export_base, model_name, version, check_ops, info)
+
+
+def export_info(translator, dtype: str) -> dict:
+    """What an export's graph was built with: `dtype`, the translator's padded kernels, XLA
+    and search, and the tracing machine's CPU (its x86 vector flags that decide kernels)."""
+    from keras_transformer import onednn
+
+    flags = sorted(onednn.cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+    return {
+        "dtype": dtype,
+        "pad_kernels": bool(translator.pad_kernels),
+        "jit_compile": bool(translator.jit_compile),
+        "search": dataclasses.asdict(translator.options),
+        "traced_on": {"cpu_flags": flags, "onednn_isa_cap": onednn.isa_cap()},
+    }
+
+
+def read_export_info(export_dir: str) -> dict:
+    """An export's `export_info.json` (`export_info`); {} for an export made before it."""
+    file = os.path.join(export_dir, EXPORT_INFO_FILE)
+    if not os.path.exists(file):
+        return {}
+    with open(file) as f:
+        return json.load(f)

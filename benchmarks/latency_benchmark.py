@@ -1,0 +1,260 @@
+"""Latency of one sentence a request (p50/p90 by source length), ours beside CTranslate2,
+and where one request's time goes.
+
+    python benchmarks/run.py serving single --model-dir runs/sample_en_de --grpc --profile
+    python benchmarks/run.py serving single --untrained base --rounds 3
+    python benchmarks/run.py serving single --model-dir RUN --bfloat16   # AMX / AVX512_BF16
+
+Sentences of about 5, 20 and 50 source pieces (the run's SentencePiece model) come from the
+bundled test split (`--per-length` of each, the nearest in length; consecutive sentences are
+joined where the split has too few long ones). Each request is one sentence:
+
+- "ours": `serving_default` of the float32 export (`tf.saved_model.load`, in process), and with
+  `--grpc` through `keras_transformer.serving.client` to the TF Serving test double on
+  127.0.0.1; with `--bfloat16` also the `--dtype bfloat16` export (emulated, so slow, on CPUs
+  without bfloat16 units: measure it where they exist);
+- "CTranslate2": `translate_batch` of the same model converted (`serving.ctranslate2_export`)
+  with one sentence, beam 4, at most source + 50 pieces, float32 and int8, SentencePiece
+  encoding and decoding in Python included (what our signature does in its graph).
+
+Systems alternate within each round. `--profile` splits our in-process request into string
+work (tokenize, split, detokenize, join), the encoder, and the search steps (each step's share
+too), from the same `Translator` timed in parts. Results: Markdown on stdout, JSON with machine,
+versions and command in `--output`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from benchmarks import flags  # noqa: E402
+from benchmarks.serving_benchmark import environment, model_dir_for  # noqa: E402
+from keras_transformer import artifacts  # noqa: E402
+from keras_transformer.config import SearchOptions  # noqa: E402
+from keras_transformer.data.corpus import read_pairs  # noqa: E402
+
+LENGTHS = (5, 20, 50)  # source pieces of the three request sizes
+
+
+def pick_sentences(texts: list[str], count_pieces, target: int, per_length: int) -> list[str]:
+    """`per_length` texts of about `target` pieces: the nearest in length, and texts of
+    consecutive lines joined until they reach `target` where too few are within 20%."""
+    counted = sorted(((abs(count_pieces(t) - target), t) for t in texts), key=lambda x: x[0])
+    near = [t for distance, t in counted if distance <= max(1, target // 5)][:per_length]
+    joined, current = [], []
+    for text in texts:
+        if len(near) + len(joined) >= per_length:
+            break
+        current.append(text)
+        if count_pieces(" ".join(current)) >= target:
+            joined.append(" ".join(current))
+            current = []
+    return near + joined
+
+
+def percentiles(times: list[float]) -> dict:
+    """p50 and p90 in milliseconds."""
+    return {"p50_ms": 1e3 * float(np.percentile(times, 50)),
+            "p90_ms": 1e3 * float(np.percentile(times, 90))}  # fmt: skip
+
+
+def ctranslate2_systems(model, spm_path: str, search: SearchOptions) -> dict:
+    """`{name: translate(text) -> str}` for CTranslate2 float32 and int8, or {} without it;
+    outputs of at most source + `max_extra_length` pieces, within the model's `max_length`
+    positions, as ours."""
+    try:
+        import ctranslate2
+        import sentencepiece
+    except ImportError:
+        return {}
+    from keras_transformer.serving.ctranslate2_export import (
+        export_ctranslate2,
+        sentencepiece_pieces,
+    )
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=spm_path)
+    limit = model.config.max_length - 1  # positions 0 .. max_length - 1, BOS at 0
+    workdir = tempfile.mkdtemp()
+    path = export_ctranslate2(model, os.path.join(workdir, "model"), sentencepiece_pieces(spm_path))
+    systems = {}
+    for compute_type in ("float32", "int8"):
+        translator = ctranslate2.Translator(
+            path, device="cpu", compute_type=compute_type, inter_threads=1,
+            intra_threads=os.cpu_count(),
+        )  # fmt: skip
+
+        def translate(text, translator=translator):
+            tokens = processor.encode(text, out_type=str)
+            result = translator.translate_batch(
+                [tokens], beam_size=search.beam_size, length_penalty=search.alpha,
+                max_decoding_length=min(len(tokens) + 1 + search.max_extra_length, limit),
+            )  # fmt: skip
+            return processor.decode(result[0].hypotheses[0])
+
+        systems[f"CTranslate2 {compute_type}"] = translate
+    return systems
+
+
+def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> dict:
+    """`{name: translate(text)}`: the export in process, over gRPC, in bfloat16."""
+    from keras_transformer.serving import client
+    from keras_transformer.serving.export import export_savedmodel
+
+    exports = {"ours float32": export_savedmodel(model_dir, workdir, "f32", 1, search=search)}
+    if args.bfloat16:
+        exports["ours bfloat16"] = export_savedmodel(
+            model_dir, workdir, "bf16", 1, search=search, dtype="bfloat16"
+        )
+    systems = {}
+    for name, path in exports.items():
+        signature = tf.saved_model.load(path).signatures["serving_default"]
+        systems[name] = lambda text, s=signature: s(text=tf.constant([text]))["translations"]
+    if args.grpc:
+        from keras_transformer.testing.serving_double import SavedModelPredictionService, serve_grpc
+
+        service = SavedModelPredictionService(exports["ours float32"], model_name="f32")
+        server, port = serve_grpc(service)
+        address = f"127.0.0.1:{port}"
+        systems["ours float32, gRPC"] = lambda text: client.predict_grpc(
+            address, [text], model_name="f32"
+        )
+        systems["_server"] = server
+    return systems
+
+
+def latency_rows(systems: dict, sentences: dict, rounds: int) -> list[dict]:
+    """p50/p90 of every system at every length, systems alternating within each round."""
+    names = [name for name in systems if not name.startswith("_")]
+    times = {(name, length): [] for name in names for length in sentences}
+    for name in names:  # warm-up: one request of each length
+        for texts in sentences.values():
+            systems[name](texts[0])
+    for round_ in range(rounds):
+        for length, texts in sentences.items():
+            for text in texts:
+                for name in names[:: 1 if round_ % 2 == 0 else -1]:
+                    start = time.perf_counter()
+                    systems[name](text)
+                    times[(name, length)].append(time.perf_counter() - start)
+    return [dict(system=name, length=length, requests=len(t), **percentiles(t))
+            for (name, length), t in times.items()]  # fmt: skip
+
+
+def profile_rows(model_dir: str, search: SearchOptions, sentences: dict, rounds: int) -> list:
+    """Our in-process request timed in parts (median ms): the whole translation, its search
+    (ids in, ids out), the encoder alone; string work = whole - search; steps = search -
+    encoder, and per step over the mean output length."""
+    from keras_transformer.decoding import Translator
+
+    model, config, tokenizer = artifacts.load_trained(model_dir)
+    translator = Translator(model, tokenizer, search)
+    whole = tf.function(translator.translate_tensors,
+                        input_signature=[tf.TensorSpec([None], tf.string)])  # fmt: skip
+    search_fn = translator.search_function(1)
+    encode = tf.function(lambda ids: model.encode(ids),
+                         input_signature=[tf.TensorSpec([None, None], tf.int32)])  # fmt: skip
+    rows = []
+    for length, texts in sentences.items():
+        parts = {"whole": [], "search": [], "encoder": []}
+        out_lengths = []
+        ids = [tokenizer.encode_source(tf.constant([t]), config.max_length).to_tensor()
+               for t in texts]  # fmt: skip
+        for text, source in zip(texts, ids):  # warm-up (traces each new length once)
+            whole(tf.constant([text]))
+            search_fn(source)
+            encode(source)
+        for _ in range(rounds):
+            for text, source in zip(texts, ids):
+                for name, call, arg in (("whole", whole, tf.constant([text])),
+                                        ("search", search_fn, source),
+                                        ("encoder", encode, source)):  # fmt: skip
+                    start = time.perf_counter()
+                    result = call(arg)
+                    parts[name].append(time.perf_counter() - start)
+                    if name == "search":
+                        out_lengths.append(int(tf.reduce_sum(tf.cast(result[0] > 0, tf.int32))))
+        ms = {name: 1e3 * float(np.median(t)) for name, t in parts.items()}
+        steps = float(np.mean(out_lengths))
+        rows.append(dict(length=length, whole_ms=ms["whole"], string_ms=ms["whole"] - ms["search"],
+                         encoder_ms=ms["encoder"], steps_ms=ms["search"] - ms["encoder"],
+                         output_pieces=steps,
+                         per_step_ms=(ms["search"] - ms["encoder"]) / max(steps, 1.0)))  # fmt: skip
+    return rows
+
+
+def print_latency(rows: list[dict]) -> None:
+    lengths = sorted({row["length"] for row in rows})
+    by = {(row["system"], row["length"]): row for row in rows}
+    print("| system | " + " | ".join(f"~{n} pieces p50 / p90 ms" for n in lengths) + " |")
+    print("|---|" + "---:|" * len(lengths))
+    for system in dict.fromkeys(row["system"] for row in rows):
+        cells = [f"{by[system, n]['p50_ms']:.1f} / {by[system, n]['p90_ms']:.1f}" for n in lengths]
+        print(f"| {system} | " + " | ".join(cells) + " |")
+
+
+def print_profile(rows: list[dict]) -> None:
+    print("\n| source pieces | whole ms | string work | encoder | search steps | output pieces "
+          "| ms per step |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| ~{r['length']} | {r['whole_ms']:.1f} | {r['string_ms']:.1f} | "
+              f"{r['encoder_ms']:.1f} | {r['steps_ms']:.1f} | {r['output_pieces']:.1f} | "
+              f"{r['per_step_ms']:.2f} |")  # fmt: skip
+
+
+def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> int:
+    parser = flags.parser(prog, __doc__)
+    where = parser.add_mutually_exclusive_group()
+    flags.add(where, model_dir={"help": "a trained model directory (exported here)"})
+    where.add_argument(
+        "--untrained", choices=("base", "big", "quick", "tiny"),
+        help="instead of a trained model: this preset with random weights and a --vocab-size "
+        "SentencePiece model of the bundled En-De corpus",
+    )  # fmt: skip
+    flags.add(parser, vocab_size={"default": 32000, "help": "with --untrained"})
+    parser.add_argument("--per-length", type=int, default=12, help="sentences of each length")
+    parser.add_argument("--rounds", type=int, default=3, help="passes over the sentences")
+    parser.add_argument("--grpc", action="store_true", help="also through the gRPC test double")
+    parser.add_argument("--bfloat16", action="store_true", help="also the bfloat16 export")
+    parser.add_argument("--no-peers", action="store_true", help="without CTranslate2")
+    parser.add_argument("--profile", action="store_true", help="split our request's time")
+    parser.add_argument("--output", default=None, help="JSON file for the results")
+    args = parser.parse_args(argv)
+    args.export_dir = None  # serving_benchmark.environment reads it
+    with tempfile.TemporaryDirectory() as workdir:
+        model_dir = model_dir_for(args, workdir)
+        search = SearchOptions(alpha=artifacts.run_eval_alpha(model_dir))
+        model, config, tokenizer = artifacts.load_trained(model_dir)
+        texts = [src for src, _ in read_pairs("sample_en_de", "test")]
+
+        def count_pieces(text):
+            return int(tokenizer.tokenize(tf.constant([text])).row_lengths()[0])
+
+        sentences = {n: pick_sentences(texts, count_pieces, n, args.per_length) for n in LENGTHS}
+        systems = our_systems(args, model_dir, workdir, search)
+        if not args.no_peers:
+            spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)
+            systems.update(ctranslate2_systems(model, spm, search))
+        rows = latency_rows(systems, sentences, args.rounds)
+        if "_server" in systems:
+            systems["_server"].stop(grace=None)
+        profile = profile_rows(model_dir, search, sentences, args.rounds) if args.profile else []
+    print_latency(rows)
+    if profile:
+        print_profile(profile)
+    report = dict(command=" ".join([sys.executable, *sys.argv]), search=search.__dict__,
+                  lengths={n: [count_pieces(t) for t in s] for n, s in sentences.items()},
+                  rows=rows, profile=profile, **environment(args))  # fmt: skip
+    if args.output:
+        Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
