@@ -11,8 +11,9 @@ joined where the split has too few long ones). Each request is one sentence:
 
 - "ours": `serving_default` of the float32 export (`tf.saved_model.load`, in process), and with
   `--grpc` through `keras_transformer.serving.client` to the TF Serving test double on
-  127.0.0.1; with `--bfloat16` also the `--dtype bfloat16` export (emulated, so slow, on CPUs
-  without bfloat16 units: measure it where they exist);
+  127.0.0.1; with `--xla` also the `--jit-compile` export (XLA over fixed-size buffers: fewer,
+  fused kernels a step); with `--bfloat16` also the `--dtype bfloat16` export (emulated, so
+  slow, on CPUs without bfloat16 units: measure it where they exist);
 - "CTranslate2": `translate_batch` of the same model converted (`serving.ctranslate2_export`)
   with one sentence, beam 4, at most source + 50 pieces, float32 and int8, SentencePiece
   encoding and decoding in Python included (what our signature does in its graph).
@@ -111,6 +112,10 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
     from keras_transformer.serving.export import export_savedmodel
 
     exports = {"ours float32": export_savedmodel(model_dir, workdir, "f32", 1, search=search)}
+    if args.xla:
+        exports["ours float32 XLA"] = export_savedmodel(
+            model_dir, workdir, "xla", 1, search=search, jit_compile=True
+        )
     if args.bfloat16:
         exports["ours bfloat16"] = export_savedmodel(
             model_dir, workdir, "bf16", 1, search=search, dtype="bfloat16"
@@ -226,6 +231,9 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     parser.add_argument("--rounds", type=int, default=3, help="passes over the sentences")
     parser.add_argument("--grpc", action="store_true", help="also through the gRPC test double")
     parser.add_argument("--bfloat16", action="store_true", help="also the bfloat16 export")
+    parser.add_argument(
+        "--xla", action="store_true", help="also the XLA export (--jit-compile: fixed buffers)"
+    )
     parser.add_argument("--no-peers", action="store_true", help="without CTranslate2")
     parser.add_argument("--profile", action="store_true", help="split our request's time")
     parser.add_argument("--output", default=None, help="JSON file for the results")
