@@ -188,7 +188,10 @@ def check_precision(policy: str, cfg, devices, spm, args) -> dict:
     first = args.warmup or (30 if devices.gpus else 1)
     last = first + args.steps
     timer = update_timer(first, last, accumulate)
-    model.fit(data, epochs=1, steps_per_epoch=last * accumulate, callbacks=[timer], verbose=0)
+    model.fit(
+        data, epochs=1, steps_per_epoch=last * accumulate, callbacks=[timer], shuffle=False,
+        verbose=0,
+    )  # fmt: skip
     step = (timer.marks[last] - timer.marks[first]) / args.steps
     started = time.perf_counter()
     path = checkpoints.save_checkpoint(model, os.path.join(args.work_dir, policy), last, keep=1)

@@ -186,3 +186,26 @@ def test_print_config_command(capsys):
     assert out[1] == "checkpoints: every 10 minutes or 100000 steps, keep 5, average the last 5"
     assert out[3] == "precision: auto -> mixed_bfloat16"
     assert any(line.startswith("recipe: recipe_name='paper_base_en_de'") for line in out)
+
+
+@pytest.mark.slow
+def test_gpu_check_smoke_run_on_a_cpu(tmp_path):
+    """`benchmarks/run.py gpu check` without a GPU: refused with status 2 and one line, and
+    its CPU smoke mode trains both precisions and prints every figure."""
+    import json
+    import subprocess
+    import sys
+
+    command = [sys.executable, "benchmarks/run.py", "gpu", "check"]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "TensorFlow sees no GPU" in refused.stderr
+    smoke = ["--allow-cpu", "--steps", "3", "--config", "tiny", "--vocab-size", "8000"]
+    smoke += ["--probe-batches", "5", "--work-dir", str(tmp_path)]
+    result = subprocess.run(command + smoke, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [row["precision"] for row in rows] == ["mixed_bfloat16", "mixed_float16"]
+    for row in rows:
+        assert row["step_seconds"] > 0 and row["checkpoint_seconds"] > 0
+        assert row["input_batches_per_s"] > 0 and row["mfu"] is None  # no peak on a CPU
+    assert rows[1]["loss_scale"] is not None  # float16 scales its loss
