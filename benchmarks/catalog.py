@@ -61,6 +61,9 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
         "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),
         "curves": Kind("compare_curves", "dev BLEU against steps and minutes of several runs"),
     },
+    "gpu": {
+        "check": Kind("gpu_check", "the paper's base recipe on all GPUs: step time, MFU, ..."),
+    },
     "profile": {
         "tf": Kind("profile_train_step", "where a TensorFlow train step's time goes"),
         "jax": Kind("profile_train_step_jax", "where a JAX (GPU) train step's time goes"),

@@ -128,8 +128,9 @@ class TransformerConfig:
         --variants VARIANTS`); 2 layers step faster than 3 and learned more in the same time
         with the planned run's decay (benchmarks/results/2026-11-25-budget-study-model-rows.md,
         rows l2_cooldown and rsqrt_cooldown: `python benchmarks/run.py recipe budget --steps
-        2600 --extra ... --step-cost ...`). A training run gives it dropout on a small corpus
-        (`training.regularization`)."""
+        2600 --extra ... --step-cost ...`). An architecture only: the ten-minute run's time
+        budget, alpha and dropout by corpus size are the `cpu_quick` recipe's
+        (`keras_transformer.recipes`)."""
         values = dict(num_layers=2, d_model=128, d_ff=512, num_heads=4, dropout=0.0)
         values.update(norm_position="pre")
         values.update(overrides)  # norm_position too: --config quick --norm-position post
@@ -337,7 +338,16 @@ EVAL_DECODES = ("greedy", "beam")  # how training decodes its dev subset
 DELIVERIES = ("averaged", "best")  # which weights a run delivers
 FREEZE_CHOICES = ("encoder", "embeddings")  # parts of the model a run may leave untrained
 # ArchitectureConfig fields that override a preset's value where set (None: the preset's).
-PRESET_OVERRIDES = ("dropout", "num_layers", "d_model", "d_ff", "num_heads", "norm_position")
+PRESET_OVERRIDES = (
+    "dropout", "num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v", "norm_position",
+    "positional_encoding",
+)  # fmt: skip
+# The training recipes (`keras_transformer.recipes`: what a job sets besides the architecture,
+# resolved for a machine); the first is the default command's.
+RECIPES = (
+    "cpu_quick", "paper_base_en_de", "paper_big_en_de", "paper_base_en_fr", "paper_big_en_fr",
+    "own_corpus",
+)  # fmt: skip
 
 
 def option(default: Any, help: str, **cli: Any) -> Any:
@@ -361,9 +371,8 @@ class ArchitectureConfig:
 
     model: str = option(
         "quick",
-        "model preset: quick (tiny sizes, pre-norm, dropout by corpus size: 10 CPU minutes), "
-        "tiny, base "
-        "(paper, 65M), big (paper, 213M)",
+        "architecture preset: quick (tiny widths, 2 layers, pre-norm, no dropout: the "
+        "cpu_quick recipe's), tiny, base (paper, 65M), big (paper, 213M)",
         flag="--config",
         choices=PRESETS,
     )
@@ -384,10 +393,21 @@ class ArchitectureConfig:
     d_model: int | None = option(None, "override the preset's model width")
     d_ff: int | None = option(None, "override the preset's feed-forward inner width")
     num_heads: int | None = option(None, "override the preset's number of attention heads")
+    d_k: int | None = option(
+        None, "width of queries and keys per head (Table 3 rows A-B; default d_model / heads)"
+    )
+    d_v: int | None = option(
+        None, "width of values per head (Table 3 row A; default d_model / heads)"
+    )
     norm_position: str | None = option(
         None,
         "override the preset's LayerNorm placement: post (paper) or pre",
         choices=NORM_POSITIONS,
+    )
+    positional_encoding: str | None = option(
+        None,
+        "sinusoidal (paper) or learned (Table 3 row E: learned positional embeddings)",
+        choices=POSITIONAL_ENCODINGS,
     )
 
     def __post_init__(self) -> None:
@@ -455,6 +475,19 @@ class RecipeConfig:
     (`time_budget_minutes`, `training.budget`), else `DEFAULT_TRAIN_STEPS`
     (`TrainingConfig.step_limit`)."""
 
+    # `keras_transformer.recipes`: each fills the fields it sets (a flag given wins), then
+    # `recipes.complete` fills every field left None.
+    recipe_name: str = option(
+        RECIPES[0],
+        "the job, resolved for this machine's devices into every field below (a flag given "
+        "on the command line wins): cpu_quick (the ten-minute CPU run: --config quick's time "
+        "budget, alpha 1.2 and dropout by corpus size), paper_base_en_de, paper_big_en_de, "
+        "paper_base_en_fr, paper_big_en_fr (the paper's WMT14 recipes, GPU-shaped: 25000 "
+        "tokens an update, checkpoints every 10 minutes, dev BLEU under 2% of the run), "
+        "own_corpus (your --dataset: quick on a CPU, base on GPUs); --print-config shows it",
+        flag="--recipe",
+        choices=RECIPES,
+    )
     # A resumed run continues up to this.
     train_steps: int | None = option(
         None,
@@ -512,6 +545,7 @@ class RecipeConfig:
     seed: int = option(1234, "random seed for weights, shuffling and dropout")
 
     def __post_init__(self) -> None:
+        check_choice("recipe_name", self.recipe_name, RECIPES)
         if self.train_steps is not None:
             check_int("train_steps", self.train_steps)
         for name in ("train_minutes", "time_budget_minutes"):

@@ -18,12 +18,15 @@ ValueError, before anything is evaluated or exported.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from keras_transformer import artifacts
+from keras_transformer import artifacts, recipes
 from keras_transformer.config import TrainingConfig
+
+logger = logging.getLogger("keras_transformer")
 
 if TYPE_CHECKING:
     from keras_transformer.decoding.dev_evaluation import DevEvaluator
@@ -45,24 +48,49 @@ class RunResult:
     exported: str | None = None
 
 
+def resolve_config(cfg: TrainingConfig) -> TrainingConfig:
+    """`cfg` as the run trains it, every None filled (`recipes.complete`) after what needs
+    the run's files: `init_from`'s architecture and `vocab`'s size (`training.warm_start`)
+    and the quick preset's dropout by corpus size (`training.regularization`). File checks
+    and reading only: no TensorFlow work. `trainer.train` applies the same steps again, which
+    change nothing then, and saves the result as `MODEL_DIR/training_config.json`."""
+    from keras_transformer.training import regularization, warm_start
+
+    cfg = regularization.with_quick_preset_dropout(warm_start.resolve(cfg))
+    return recipes.complete(cfg)
+
+
 class Runner:
     """Owns one training run: train, average, evaluate, export, summarize.
 
     Args:
-        config: the run.
+        config: the run (`run` resolves it: `resolve_config`).
         export_dir: SavedModel export base (None: `MODEL_DIR/export`; "none": no export).
+        devices: the machine the recipe was resolved for, logged with the config (None:
+            not shown).
     """
 
-    def __init__(self, config: TrainingConfig, export_dir: str | None = None):
+    def __init__(
+        self,
+        config: TrainingConfig,
+        export_dir: str | None = None,
+        devices: recipes.Devices | None = None,
+    ):
         self.config = config
+        self.devices = devices
         export_dir = export_dir or os.path.join(config.run.model_dir, "export")
         self.export_dir = None if export_dir.lower() == "none" else export_dir
 
     def run(self) -> RunResult:
-        """Train (or resume), then on the chief: the delivered weights' test BLEU in
-        `summary.json` and their export with the evaluated beam search."""
+        """Resolve and log the config, train (or resume), then on the chief: the delivered
+        weights' test BLEU in `summary.json` and their export with the evaluated beam
+        search."""
         from keras_transformer.training import trainer
 
+        self.config = resolve_config(self.config)
+        lines = recipes.device_lines(self.config, self.devices) if self.devices else []
+        for line in lines + recipes.config_lines(self.config):
+            logger.info("Config %s", line)
         summary = trainer.train(self.config, self.dev_evaluator(), self.end_of_run())
         if not summary["chief"]:
             return RunResult(summary)

@@ -19,6 +19,7 @@ RANKS = {
     "malloc": 0,
     "onednn": 0,
     "config": 1,
+    "recipes": 1.5,  # jobs resolved for a machine: config's values, plain Python
     "layers": 2,
     "model": 3,
     "data": 4,

@@ -278,8 +278,9 @@ def add_config_arguments(
     """One flag per field of each section of `config_class` (a dataclass of section
     dataclasses, as `TrainingConfig`), written from the field's metadata (`config.option`):
     its `help` with "(default: ...)", its `flag` (else `--field-name`), its `choices`, and the
-    type of its annotation (`int | None`: int; a bool is a `store_true` switch). Returns the
-    argument group of each section, titled by the section's `title`."""
+    type of its annotation (`int | None`: int; a bool is a `store_true` switch). A flag left
+    out sets no attribute (`given_values` tells the flags given from the defaults). Returns
+    the argument group of each section, titled by the section's `title`."""
     groups = {}
     for section in dataclasses.fields(config_class):
         group = groups[section.name] = parser.add_argument_group(section.metadata["title"])
@@ -292,18 +293,26 @@ def add_config_arguments(
 def _add_field_argument(group, field: dataclasses.Field, annotation) -> None:
     text = field.metadata["help"].replace("%", "%%")  # argparse formats help with %
     flag = field.metadata.get("flag", "--" + field.name.replace("_", "-"))
+    unset = argparse.SUPPRESS  # a flag left out sets nothing: the config's default applies
     if annotation is bool:
-        group.add_argument(flag, dest=field.name, action="store_true", help=text)
+        group.add_argument(flag, dest=field.name, action="store_true", default=unset, help=text)
         return
     kind = next(t for t in typing.get_args(annotation) or (annotation,) if t is not type(None))
     group.add_argument(
-        flag, dest=field.name, type=kind, default=field.default,
+        flag, dest=field.name, type=kind, default=unset,
         choices=field.metadata.get("choices"), help=f"{text} (default: {field.default})",
     )  # fmt: skip
 
 
+def given_values(args: argparse.Namespace, config_class: type) -> dict:
+    """`{flat name: value}` of the flags of `add_config_arguments` given on the command
+    line (a flag left out sets no attribute)."""
+    names = [field.name for _, field in config_class.flat_fields()]
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
 def config_from_arguments(args: argparse.Namespace, config_class: type, **changes):
     """The `config_class` of the flags of `add_config_arguments` (by flat name, `changes` on
-    top); a bad value or combination raises a ValueError that names it."""
-    values = {field.name: getattr(args, field.name) for _, field in config_class.flat_fields()}
-    return config_class.from_flat(**{**values, **changes})
+    top; the defaults for flags left out); a bad value or combination raises a ValueError
+    that names it."""
+    return config_class.from_flat(**{**given_values(args, config_class), **changes})

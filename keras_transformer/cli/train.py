@@ -1,10 +1,13 @@
 """Train a Transformer translator (`keras-transformer-train --help`, or
 `python pipelines/train_wmt.py --help`).
 
-Defaults train the `quick` preset on the bundled English-German corpus (about ten minutes on a
-2-core CPU), report BLEU on its test split and export a SavedModel for TF Serving. Paper
-recipe on WMT14 (8 GPUs): `--config base --dataset wmt14_en_de --vocab-size 37000
---batch-tokens 3125 --warmup-steps 4000 --train-steps 100000 --average-last 5`.
+Defaults (`--recipe cpu_quick`) train the `quick` preset on the bundled English-German corpus
+(about ten minutes on a 2-core CPU), report BLEU on its test split and export a SavedModel for
+TF Serving. The paper's recipes on WMT14, shaped for this machine's GPUs (25000 tokens an
+update, checkpoints every 10 minutes, dev BLEU under 2% of the run, precision by GPU):
+`--recipe paper_base_en_de` (also paper_big_en_de, paper_base_en_fr, paper_big_en_fr); a flag
+given wins over the recipe's value. `--print-config` prints the resolved config and exits;
+with `--mock-devices 8xA100` (or 1xV100, cpu, 2x8xH100) for another machine.
 Run the same command again after an interruption: it resumes from the latest checkpoint.
 Several machines: TF_CONFIG per process (see BUILD.md), or on one machine
 `python -m keras_transformer.training.launch --workers 2 -- <these flags>`.
@@ -21,6 +24,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from keras_transformer import recipes
 from keras_transformer.cli import common
 from keras_transformer.config import TrainingConfig
 
@@ -39,6 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="SavedModel export base (default: MODEL_DIR/export; 'none' to skip)",
     )
     _add_file_pair_flags(parser)
+    groups["recipe"].add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config (devices, checkpoints, dev-BLEU cadence, precision, "
+        "batch, then every field) and exit without training",
+    )
+    groups["recipe"].add_argument(
+        "--mock-devices",
+        default=None,
+        help="with --print-config: resolve for this machine instead of the one here: cpu, "
+        f"GPUSxKIND or WORKERSxGPUSxKIND, KIND one of {', '.join(recipes.GPU_KINDS)} "
+        "(e.g. 8xA100, 1xV100, 2x8xH100)",
+    )
     return parser
 
 
@@ -74,16 +91,63 @@ def _file_pair_datasets(args: argparse.Namespace) -> dict[str, str]:
 
 
 def training_config(args: argparse.Namespace) -> TrainingConfig:
-    """The `TrainingConfig` of parsed flags (a bad combination raises a ValueError naming it)."""
-    return common.config_from_arguments(args, TrainingConfig, **_file_pair_datasets(args))
+    """The `TrainingConfig` of parsed flags: the recipe's values for the devices, the flags
+    given winning (a bad value or combination raises a ValueError naming it)."""
+    given = {**common.given_values(args, TrainingConfig), **_file_pair_datasets(args)}
+    name = given.pop("recipe_name", recipes.DEFAULT_RECIPE)
+    return recipes.resolve(name, devices(args, name), **given)
+
+
+def devices(args: argparse.Namespace, recipe: str) -> recipes.Devices:
+    """The machine the recipe is resolved for: `--mock-devices`, else this one (its GPUs and
+    TF_CONFIG's workers) for a recipe that uses them."""
+    mock = getattr(args, "mock_devices", None)
+    if mock is not None:
+        if not getattr(args, "print_config", False):
+            raise ValueError(
+                "--mock-devices describes another machine: use it with --print-config. "
+                f"Received: --mock-devices={mock}"
+            )
+        return recipes.Devices.parse(mock)
+    return local_devices() if recipes.get(recipe).uses_devices else recipes.Devices.cpu()
+
+
+def local_devices() -> recipes.Devices:
+    """This machine's GPUs (their kind from the first one's name and compute capability)
+    and the workers of TF_CONFIG's cluster."""
+    import tensorflow as tf
+
+    from keras_transformer.training.distribute import read_tf_config
+
+    cluster = (read_tf_config() or {}).get("cluster", {})
+    workers = max(1, len(cluster.get("chief", [])) + len(cluster.get("worker", [])))
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return recipes.Devices.cpu(workers)
+    details = tf.config.experimental.get_device_details(gpus[0])
+    name = details.get("device_name", "GPU")
+    known = [kind for key, kind in recipes.GPU_KINDS.items() if key in name]
+    capability = tuple(details.get("compute_capability", (0, 0)))
+    kind = known[0] if known else recipes.GpuKind(name, capability, 16.0, None)
+    return recipes.Devices(len(gpus), kind, workers)
 
 
 def train(args: argparse.Namespace) -> int:
     """Train (or resume), evaluate on the test split and export, as the flags say
-    (`keras_transformer.runner.Runner`)."""
-    from keras_transformer.runner import Runner
+    (`keras_transformer.runner.Runner`); with `--print-config` only print the resolved
+    config."""
+    from keras_transformer.runner import Runner, resolve_config
 
-    runner = Runner(training_config(args), export_dir=args.export_dir)
+    cfg = training_config(args)
+    recipe = recipes.get(cfg.recipe.recipe_name)
+    machine = devices(args, recipe.name)
+    if args.print_config:
+        cfg = resolve_config(cfg)
+        for line in recipes.device_lines(cfg, machine) + recipes.config_lines(cfg):
+            print(line)
+        return 0
+    shown = machine if recipe.uses_devices else None  # cpu_quick looks at no device
+    runner = Runner(cfg, export_dir=args.export_dir, devices=shown)
     for line in runner.report(runner.run()):
         print(line)
     return 0

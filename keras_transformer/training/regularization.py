@@ -1,4 +1,8 @@
-"""The quick preset's dropout, chosen by the size of the training corpus.
+"""The quick preset's dropout, chosen by the size of the training corpus: a rule of the
+recipes that train the quick model on a CPU (`cpu_quick`, `own_corpus`), not of the
+architecture, which has none (`keras_transformer.recipes`). It is the one None of a recipe's
+config that needs the corpus, so `runner.resolve_config` applies it (after the warm start,
+before `recipes.complete`) and the run prints and saves the value.
 
     cfg = regularization.with_quick_preset_dropout(cfg)   # before the run's config is saved
 

@@ -29,7 +29,10 @@ from keras_transformer.config import ArchitectureConfig, TrainingConfig, Transfo
 
 logger = logging.getLogger("keras_transformer")
 # ArchitectureConfig fields that override a preset's sizes (None: the preset's).
-SIZE_FIELDS = ("num_layers", "d_model", "d_ff", "num_heads", "norm_position")
+SIZE_FIELDS = (
+    "num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v", "norm_position",
+    "positional_encoding",
+)  # fmt: skip
 # TransformerConfig fields a child may change: the loss and regularization, not the weights.
 RECIPE_FIELDS = ("dropout", "label_smoothing")
 
