@@ -18,10 +18,13 @@ joined where the split has too few long ones). Each request is one sentence:
   with one sentence, beam 4, at most source + 50 pieces, float32 and int8, SentencePiece
   encoding and decoding in Python included (what our signature does in its graph).
 
-Systems alternate within each round. `--profile` splits our in-process request into string
-work (tokenize, split, detokenize, join), the encoder, and the search steps (each step's share
-too), from the same `Translator` timed in parts. Results: Markdown on stdout, JSON with machine,
-versions and command in `--output`.
+`--throughput 64` measures sentences/s instead: the test split (`--sentences`) in batches of
+64 through each system (the issue-54 comparison of the float32 and bfloat16 exports with
+CTranslate2; `--untrained base` for base size, whose random weights run every search to its
+length limit). Systems alternate within each round. `--profile` splits our in-process request
+into string work (tokenize, split, detokenize, join), the encoder, and the search steps (each
+step's share too), from the same `Translator` timed in parts. Results: Markdown on stdout, JSON
+with machine, versions and command in `--output`.
 """
 
 from __future__ import annotations
@@ -70,9 +73,9 @@ def percentiles(times: list[float]) -> dict:
 
 
 def ctranslate2_systems(model, spm_path: str, search: SearchOptions) -> dict:
-    """`{name: translate(text) -> str}` for CTranslate2 float32 and int8, or {} without it;
-    outputs of at most source + `max_extra_length` pieces, within the model's `max_length`
-    positions, as ours."""
+    """`{name: translate(texts) -> translations}` for CTranslate2 float32 and int8, or {}
+    without it; outputs of at most source + `max_extra_length` pieces (the batch's longest
+    source: CTranslate2 takes one limit a batch), within the model's `max_length` positions."""
     try:
         import ctranslate2
         import sentencepiece
@@ -94,20 +97,22 @@ def ctranslate2_systems(model, spm_path: str, search: SearchOptions) -> dict:
             intra_threads=os.cpu_count(),
         )  # fmt: skip
 
-        def translate(text, translator=translator):
-            tokens = processor.encode(text, out_type=str)
-            result = translator.translate_batch(
-                [tokens], beam_size=search.beam_size, length_penalty=search.alpha,
-                max_decoding_length=min(len(tokens) + 1 + search.max_extra_length, limit),
+        def translate(texts, translator=translator):
+            tokens = processor.encode(texts, out_type=str)
+            longest = max(len(t) for t in tokens)
+            results = translator.translate_batch(
+                tokens, beam_size=search.beam_size, length_penalty=search.alpha,
+                max_batch_size=len(texts),
+                max_decoding_length=min(longest + 1 + search.max_extra_length, limit),
             )  # fmt: skip
-            return processor.decode(result[0].hypotheses[0])
+            return processor.decode([r.hypotheses[0] for r in results])
 
         systems[f"CTranslate2 {compute_type}"] = translate
     return systems
 
 
 def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> dict:
-    """`{name: translate(text)}`: the export in process, over gRPC, in bfloat16."""
+    """`{name: translate(texts)}`: the export in process, over gRPC, with XLA, in bfloat16."""
     from keras_transformer.serving import client
     from keras_transformer.serving.export import export_savedmodel
 
@@ -123,15 +128,15 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
     systems = {}
     for name, path in exports.items():
         signature = tf.saved_model.load(path).signatures["serving_default"]
-        systems[name] = lambda text, s=signature: s(text=tf.constant([text]))["translations"]
+        systems[name] = lambda texts, s=signature: s(text=tf.constant(texts))["translations"]
     if args.grpc:
         from keras_transformer.testing.serving_double import SavedModelPredictionService, serve_grpc
 
         service = SavedModelPredictionService(exports["ours float32"], model_name="f32")
         server, port = serve_grpc(service)
         address = f"127.0.0.1:{port}"
-        systems["ours float32, gRPC"] = lambda text: client.predict_grpc(
-            address, [text], model_name="f32"
+        systems["ours float32, gRPC"] = lambda texts: client.predict_grpc(
+            address, texts, model_name="f32"
         )
         systems["_server"] = server
     return systems
@@ -143,16 +148,36 @@ def latency_rows(systems: dict, sentences: dict, rounds: int) -> list[dict]:
     times = {(name, length): [] for name in names for length in sentences}
     for name in names:  # warm-up: one request of each length
         for texts in sentences.values():
-            systems[name](texts[0])
+            systems[name](texts[:1])
     for round_ in range(rounds):
         for length, texts in sentences.items():
             for text in texts:
                 for name in names[:: 1 if round_ % 2 == 0 else -1]:
                     start = time.perf_counter()
-                    systems[name](text)
+                    systems[name]([text])
                     times[(name, length)].append(time.perf_counter() - start)
     return [dict(system=name, length=length, requests=len(t), **percentiles(t))
             for (name, length), t in times.items()]  # fmt: skip
+
+
+def throughput_rows(systems: dict, texts: list[str], batch: int, rounds: int) -> list[dict]:
+    """Sentences/s of every system over all `texts` in batches of `batch` (median of
+    `rounds`, systems alternating; a warm-up pass first)."""
+    names = [name for name in systems if not name.startswith("_") and "gRPC" not in name]
+    chunks = [texts[i : i + batch] for i in range(0, len(texts), batch)]
+    seconds = {name: [] for name in names}
+    for name in names:
+        systems[name](chunks[0])
+    for round_ in range(rounds):
+        for name in names[:: 1 if round_ % 2 == 0 else -1]:
+            start = time.perf_counter()
+            for chunk in chunks:
+                systems[name](chunk)
+            seconds[name].append(time.perf_counter() - start)
+    return [dict(system=name, batch=batch, sentences=len(texts),
+                 sentences_per_s=[len(texts) / t for t in times],
+                 median=float(np.median([len(texts) / t for t in times])))
+            for name, times in seconds.items()]  # fmt: skip
 
 
 def profile_rows(model_dir: str, search: SearchOptions, sentences: dict, rounds: int) -> list:
@@ -236,6 +261,12 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     )
     parser.add_argument("--no-peers", action="store_true", help="without CTranslate2")
     parser.add_argument("--profile", action="store_true", help="split our request's time")
+    parser.add_argument(
+        "--throughput", type=int, default=None, metavar="BATCH",
+        help="instead of latency: sentences/s of each system over the first --sentences test "
+        "sentences in batches of BATCH",
+    )  # fmt: skip
+    parser.add_argument("--sentences", type=int, default=1288, help="with --throughput")
     parser.add_argument("--output", default=None, help="JSON file for the results")
     args = parser.parse_args(argv)
     args.export_dir = None  # serving_benchmark.environment reads it
@@ -253,11 +284,21 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         if not args.no_peers:
             spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)
             systems.update(ctranslate2_systems(model, spm, search))
-        rows = latency_rows(systems, sentences, args.rounds)
+        if args.throughput:
+            rows = throughput_rows(systems, texts[: args.sentences], args.throughput, args.rounds)
+        else:
+            rows = latency_rows(systems, sentences, args.rounds)
         if "_server" in systems:
             systems["_server"].stop(grace=None)
         profile = profile_rows(model_dir, search, sentences, args.rounds) if args.profile else []
-    print_latency(rows)
+    if args.throughput:
+        base = next((r["median"] for r in rows if r["system"] == "CTranslate2 float32"), None)
+        print("| system | batch | sentences/s | vs CTranslate2 float32 |\n|---|---:|---:|---:|")
+        for r in rows:
+            ratio = f"{r['median'] / base:.2f}x" if base else "-"
+            print(f"| {r['system']} | {r['batch']} | {r['median']:.2f} | {ratio} |")
+    else:
+        print_latency(rows)
     if profile:
         print_profile(profile)
     report = dict(command=" ".join([sys.executable, *sys.argv]), search=search.__dict__,

@@ -363,3 +363,17 @@ def test_sample_tensors_checks_values_and_served_tensors(sampler):
     assert served(tf.constant(SAMPLE_TEXTS), 0.7)["translations"].shape == [4]
     with pytest.raises(tf.errors.InvalidArgumentError, match="temperature must be > 0"):
         served(tf.constant(SAMPLE_TEXTS), 0.0)
+
+
+def test_pad_width_pads_columns_to_the_multiple_with_pad_ids():
+    from keras_transformer.constants import PAD_ID
+    from keras_transformer.decoding.translator import pad_width
+
+    for width, want in ((1, 16), (16, 16), (17, 32), (0, 0)):
+        ids = tf.ones([2, width], tf.int32) * 7
+        got = pad_width(ids, 16).numpy()
+        assert got.shape == (2, want)
+        np.testing.assert_array_equal(got[:, :width], 7)
+        np.testing.assert_array_equal(got[:, width:], PAD_ID)
+    ragged = tf.ragged.constant([[5, 6, 7], [8]], dtype=tf.int32)
+    np.testing.assert_array_equal(pad_width(ragged, 4), [[5, 6, 7, PAD_ID], [8] + [PAD_ID] * 3])

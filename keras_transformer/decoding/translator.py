@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
+from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding import padded_kernels
 from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
 from keras_transformer.decoding.documents import cut_ranks, translate_documents
@@ -107,6 +108,22 @@ def decode_sources(
             model, memory, memory_mask, strategy.rows_per_item, pad_kernels=pad_kernels
         )
     return decode(strategy, step, bos_ids, max_len, loop, max_lengths=limits)
+
+
+# Under XLA (`jit_compile`) every new source width compiles the search again (seconds): the
+# translator pads the width to a multiple of this, so at most max_length / 16 widths compile.
+# Padding is inert (encoder masks, per-sentence length limits): the outputs do not change.
+XLA_WIDTH_MULTIPLE = 16
+
+
+def pad_width(source_ids, multiple: int) -> tf.Tensor:
+    """Int32 source ids `(batch, src_len)` right-padded with `PAD_ID` to the next multiple
+    of `multiple` columns -> `(batch, ceil(src_len / multiple) * multiple)`."""
+    if isinstance(source_ids, tf.RaggedTensor):
+        source_ids = source_ids.to_tensor(default_value=PAD_ID)
+    width = tf.shape(source_ids)[1]
+    extra = (multiple - width % multiple) % multiple
+    return tf.pad(source_ids, [[0, 0], [0, extra]], constant_values=PAD_ID)
 
 
 def search_ids(
@@ -306,6 +323,10 @@ class Translator(tf.Module):
             )
         return self._searches[key]
 
+    def _xla_width(self, source):
+        """`source` padded to `XLA_WIDTH_MULTIPLE` columns under XLA, else as it is."""
+        return pad_width(source, XLA_WIDTH_MULTIPLE) if self.jit_compile else source
+
     def _warn_if_truncating(self, text) -> None:
         """Eagerly, once: warn that some inputs will be cut (`overlong="truncate"` only)."""
         if self._warned or self.documents.overlong != "truncate" or not tf.executing_eagerly():
@@ -343,7 +364,7 @@ class Translator(tf.Module):
         search = self.search_function(n_best)
 
         def run(source, _):
-            ids, scores = search(source)  # (b, n_best, len), (b, n_best)
+            ids, scores = search(self._xla_width(source))  # (b, n_best, len), (b, n_best)
             shape = tf.shape(ids)
             flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # -> (b * n_best, len)
             texts = tf.reshape(self.tokenizer.detokenize(flat), shape[:2])  # -> (b, n_best)
@@ -392,6 +413,7 @@ class Translator(tf.Module):
         def run(source, batch_index):
             # Search batch i draws with [seed0, seed1 + i * 2**32]: batch 0 with the seed given.
             offset = tf.cast(batch_index, tf.int64) * 2**32
+            source = self._xla_width(source)
             ids, scores = function(source, temperature, top_k, top_p, seed + [0, offset])
             return self.tokenizer.detokenize(ids)[:, None], scores[:, None]  # -> (b, 1)
 

@@ -1,0 +1,26 @@
+"""The one-sentence latency benchmark's choice of sentences and its percentiles."""
+
+import numpy as np
+
+from benchmarks.latency_benchmark import percentiles, pick_sentences
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def test_picks_the_nearest_lengths_and_joins_lines_where_too_few_are_long():
+    texts = [" ".join(["w"] * n) for n in (3, 5, 6, 9, 20, 4, 5, 2, 2, 2, 2)]
+    near = pick_sentences(texts, _words, target=5, per_length=3)
+    assert [_words(t) for t in near] == [5, 5, 6]  # within 20 % (at least 1), nearest first
+    long = pick_sentences(texts, _words, target=20, per_length=3)
+    assert _words(long[0]) == 20  # the one near enough
+    assert len(long) == 3 and all(_words(t) >= 20 for t in long[1:])  # consecutive lines joined
+    assert long[1] == " ".join(texts[:4])  # 3 + 5 + 6 + 9 = 23 >= 20
+
+
+def test_percentiles_are_numpy_s_in_milliseconds():
+    times = [0.010, 0.020, 0.030, 0.040, 0.100]
+    got = percentiles(times)
+    assert got["p50_ms"] == 1e3 * np.percentile(times, 50) == 30.0
+    np.testing.assert_allclose(got["p90_ms"], 1e3 * np.percentile(times, 90))
