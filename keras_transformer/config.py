@@ -787,12 +787,6 @@ class TrainingConfig:
                 "batch_tokens must be >= max_length. Received: "
                 f"batch_tokens={recipe.batch_tokens}, max_length={self.architecture.max_length}"
             )
-        if recipe.accumulate_steps > 1 and devices.mixed_precision == "mixed_float16":
-            raise ValueError(
-                "accumulate_steps > 1 is not supported with mixed_float16 (its loss-scale "
-                "optimizer); use mixed_bfloat16. Received: "
-                f"accumulate_steps={recipe.accumulate_steps}, mixed_precision='mixed_float16'"
-            )
         if self.planned() and devices.strategy == "multi_worker":
             raise ValueError(
                 "A run planned to a time budget needs one process: give --train-steps under "

@@ -35,8 +35,9 @@ def test_bad_accumulate_steps_is_named(value):
         TrainingConfig.from_flat(accumulate_steps=value)
     with pytest.raises(ValueError, match="accumulate_steps"):
         GuardedAccumulatingAdam(accumulate_steps=value)
-    with pytest.raises(ValueError, match="mixed_float16"):
-        TrainingConfig.from_flat(accumulate_steps=2, mixed_precision="mixed_float16")
+    # float16 accumulates unscaled gradients (tests/test_loss_scaling.py): no longer refused.
+    cfg = TrainingConfig.from_flat(accumulate_steps=2, mixed_precision="mixed_float16")
+    assert (cfg.recipe.accumulate_steps, cfg.distribution.mixed_precision) == (2, "mixed_float16")
 
 
 def _model(accumulate):

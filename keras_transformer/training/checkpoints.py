@@ -4,7 +4,8 @@ the last K into final weights (paper, section 6.1: 5 for base, 20 for big).
 A checkpoint is a Keras weights file (model and optimizer state, so `model.load_weights` and
 checkpoint averaging read it as is) plus a `training_state` group with what Keras does not
 save but an exact resume needs: the state of every dropout `SeedGenerator` (`rng/<i>`, in
-`model.variables` order), the step and the count of skipped non-finite steps. The data
+`model.variables` order), the step and the optimizer's state outside its weights (the count of
+skipped non-finite steps; under float16 the loss scale and its skips). The data
 position is the step: the training stream is a deterministic function of the seed, and a
 resumed run skips the batches already seen. Nothing is written unless every weight and
 optimizer variable is finite.
@@ -68,9 +69,8 @@ def save_checkpoint(
         group.attrs["preempted"] = int(preempted)
         for name, value in (run or {}).items():
             group.attrs[name] = value
-        counter = getattr(optimizer, "nonfinite_steps", None)
-        if counter is not None:
-            group.attrs["nonfinite_steps"] = int(keras.ops.convert_to_numpy(counter))
+        for name, variable in _optimizer_state(optimizer).items():
+            group.attrs[name] = keras.ops.convert_to_numpy(variable).item()
         for i, variable in enumerate(rng_variables(model)):
             group.create_dataset(f"rng/{i}", data=keras.ops.convert_to_numpy(variable))
     os.replace(partial, path)  # a killed run never leaves a half-written checkpoint
@@ -98,6 +98,12 @@ def checkpoint_run(path: str) -> dict:
         }
 
 
+def _optimizer_state(optimizer) -> dict:
+    """The optimizer's state that its weights leave out, by name (`GuardedAccumulatingAdam`:
+    the skip counters and the loss scale), for the training_state."""
+    return optimizer.checkpoint_state() if hasattr(optimizer, "checkpoint_state") else {}
+
+
 def restore_checkpoint(model: keras.Model, path: str, rng: bool = True) -> None:
     """Restore model (and, if compiled, optimizer) state from `path`, and (if `rng`) the
     dropout RNG state the checkpoint holds."""
@@ -109,9 +115,9 @@ def restore_checkpoint(model: keras.Model, path: str, rng: bool = True) -> None:
         return
     with h5py.File(path, "r") as f:
         state = f[STATE_GROUP] if STATE_GROUP in f else None
-        counter = getattr(optimizer, "nonfinite_steps", None)
-        if counter is not None and state is not None:
-            counter.assign(int(state.attrs.get("nonfinite_steps", 0)))
+        for name, variable in _optimizer_state(optimizer).items():
+            if state is not None and name in state.attrs:  # else (older file) its initial value
+                variable.assign(state.attrs[name])
         saved = state["rng"] if state is not None and "rng" in state else None
         variables = rng_variables(model)
         if saved is None or len(saved) != len(variables):

@@ -7,6 +7,9 @@ ever made from non-finite values.
 - `NonFiniteGuard` (the first callback) turns such a step, or a non-finite loss, into a
   `NonFiniteLossError` that names the step and the last good checkpoint, unless the run allows
   `skip_nonfinite_batches` bad batches, in which case it logs the skip and goes on.
+- Under float16 loss scaling an overflowing update is normal: the optimizer lowers the scale,
+  skips the update and counts it in `optimizer.loss_scale_skips`, not in `nonfinite_steps`;
+  the guard logs it as a loss-scale event and goes on, whatever `skip_nonfinite_batches`.
 - `check_finite` is called before any weights file is written.
 """
 
@@ -48,6 +51,7 @@ class NonFiniteGuard(keras.callbacks.Callback):
         self.max_skipped = max_skipped
         self.last_checkpoint = last_checkpoint
         self._seen = 0
+        self._scale_skips = None  # the optimizer's loss_scale_skips when last seen
 
     def _counter(self):
         return getattr(self.model.optimizer, "nonfinite_steps", None)
@@ -55,8 +59,28 @@ class NonFiniteGuard(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         counter = self._counter()
         self._seen = int(keras.ops.convert_to_numpy(counter)) if counter is not None else 0
+        self._scale_skips = self._loss_scale_skips()
+
+    def _loss_scale_skips(self) -> int | None:
+        counter = getattr(self.model.optimizer, "loss_scale_skips", None)
+        return None if counter is None else int(keras.ops.convert_to_numpy(counter))
+
+    def _log_loss_scale_event(self) -> None:
+        """An update the loss scaler skipped (float16 overflow): logged, not a bad batch."""
+        skips = self._loss_scale_skips()
+        if skips is None or skips == self._scale_skips:
+            return
+        self._scale_skips = skips
+        optimizer = self.model.optimizer
+        logger.info(
+            "Loss scale lowered to %g at step %d: float16 gradients overflowed, update skipped "
+            "(loss-scale event %d; not counted in --skip-nonfinite-batches)",
+            float(keras.ops.convert_to_numpy(optimizer.loss_scale)),
+            int(keras.ops.convert_to_numpy(optimizer.iterations)), skips,
+        )  # fmt: skip
 
     def on_train_batch_end(self, batch, logs=None):
+        self._log_loss_scale_event()
         counter = self._counter()
         seen = int(keras.ops.convert_to_numpy(counter)) if counter is not None else self._seen
         loss = (logs or {}).get("loss")

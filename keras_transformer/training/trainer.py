@@ -55,7 +55,7 @@ from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
     NonFiniteLossError,
     check_finite,
 )
-from keras_transformer.training.optimizer import GuardedAccumulatingAdam
+from keras_transformer.training.optimizer import INITIAL_LOSS_SCALE, GuardedAccumulatingAdam
 from keras_transformer.training.precision import resolve_mixed_precision
 from keras_transformer.training.preemption import SignalWatch
 from keras_transformer.training.run_control import Evaluator, RunControl
@@ -109,19 +109,20 @@ def compile_model(
     )
     pad = config.pad_id
     adam = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)  # paper, section 5.3
-    # mixed_float16: compile wraps the optimizer in a LossScaleOptimizer, which already skips
-    # non-finite steps (and lowers the loss scale), and TrainingConfig refuses accumulate_steps
-    # > 1 with it; every other policy gets the guarded, accumulating Adam.
-    if cfg.distribution.mixed_precision == "mixed_float16":
-        optimizer = keras.optimizers.Adam(schedule, **adam)
-    else:
-        accumulate_steps = cfg.recipe.accumulate_steps
-        optimizer = GuardedAccumulatingAdam(schedule, **adam, accumulate_steps=accumulate_steps)
+    # mixed_float16 (the model's policy, "auto" resolved): the optimizer scales the loss itself,
+    # with one finiteness decision for all replicas and workers; `auto_scale_loss=False` keeps
+    # compile from wrapping Keras' LossScaleOptimizer (its decision is per replica) around it.
+    float16 = model.dtype_policy.name == "mixed_float16"
+    optimizer = GuardedAccumulatingAdam(
+        schedule, **adam, accumulate_steps=cfg.recipe.accumulate_steps,
+        initial_loss_scale=INITIAL_LOSS_SCALE if float16 else None,
+    )  # fmt: skip
     model.compile(
         optimizer=optimizer,
         loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=pad),
         metrics=[MaskedAccuracy(pad), Perplexity(pad), TokenCount(pad)],
         jit_compile=cfg.distribution.jit_compile,
+        auto_scale_loss=False,
     )
     # Eagerly, not inside the first trace of the train step: created there, each of the
     # optimizer's variables gets an initialization `cond` in the traced graph, which slows the
@@ -336,7 +337,8 @@ def _summary(
         "resumed_from_step": start_step,
         "init_from": cfg.warm_start.init_from,
         "steps": int(model.optimizer.iterations.numpy()),
-        "nonfinite_steps_skipped": _nonfinite_steps(model),
+        "nonfinite_steps_skipped": _optimizer_count(model, "nonfinite_steps"),
+        "loss_scale_skips": _optimizer_count(model, "loss_scale_skips"),  # float16 only
         "train_seconds": round(train_seconds, 1),
         "time_limit_seconds": cfg.time_limit_seconds(),
         "stopped_by": run_end.stopped_by if run_end else None,
@@ -416,6 +418,7 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step):
         raise WorkerLostError(step, latest, str(error), cluster) from error
 
 
-def _nonfinite_steps(model: keras.Model) -> int:
-    counter = getattr(model.optimizer, "nonfinite_steps", None)
-    return int(keras.ops.convert_to_numpy(counter)) if counter is not None else 0
+def _optimizer_count(model: keras.Model, name: str) -> int | None:
+    """The optimizer's counter `name` (`nonfinite_steps`, `loss_scale_skips`), None if none."""
+    counter = getattr(model.optimizer, name, None)
+    return int(keras.ops.convert_to_numpy(counter)) if counter is not None else None
