@@ -485,7 +485,7 @@ ACCUMULATE_2_AUTO = ["--accumulate-steps", "2", "--mixed-precision", "auto"]
 )
 def test_training_flags_run_end_to_end(tmp_path, flags):
     if flags == ["--mixed-precision", "mixed_bfloat16"] and (
-        resolve_mixed_precision("auto", 0) == "mixed_bfloat16"
+        resolve_mixed_precision("auto") == "mixed_bfloat16"
     ):  # a CPU with bfloat16 arithmetic: the "auto" case trains under this same policy
         pytest.skip("'auto' trains under mixed_bfloat16 on this CPU: accumulate_2_auto")
     tsv = tmp_path / "pairs.tsv"
@@ -508,7 +508,7 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     # The policy trained under: "auto" is mixed_bfloat16 on a CPU with bfloat16 arithmetic
     # (no GPU here), float32 elsewhere; TINY_TRAIN_FLAGS's "none" is float32.
     given = flags[flags.index("--mixed-precision") + 1] if "--mixed-precision" in flags else "none"
-    policy = resolve_mixed_precision(given, 0)
+    policy = resolve_mixed_precision(given)
     assert summary["dtype_policy"] == ("float32" if policy == "none" else policy)
     assert all(np.isfinite(summary["history"]["loss"]))
     from keras_transformer.data.corpus import read_pairs

@@ -56,7 +56,10 @@ from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
     check_finite,
 )
 from keras_transformer.training.optimizer import GuardedAccumulatingAdam
-from keras_transformer.training.precision import resolve_mixed_precision
+from keras_transformer.training.precision import (
+    gpu_compute_capabilities,
+    resolve_mixed_precision,
+)
 from keras_transformer.training.preemption import SignalWatch
 from keras_transformer.training.run_control import Evaluator, RunControl
 from keras_transformer.training.run_end import RunEnd
@@ -237,8 +240,11 @@ def finish(model: keras.Model, cfg: TrainingConfig, chief: bool) -> list[str]:
     return paths
 
 
-def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
-    """Checks without TensorFlow, then the strategy as TensorFlow's first work, then seeds."""
+def _start(cfg: TrainingConfig) -> tuple[TrainingConfig, tf.distribute.Strategy, bool]:
+    """Checks without TensorFlow, then the strategy as TensorFlow's first work, then seeds and
+    the dtype policy. Returns `cfg` with "auto" precision resolved (what the run trains
+    under: compiled, saved and checked at a resume), the strategy and whether this is the
+    chief."""
     cluster = read_tf_config()
     task = (cluster or {}).get("task", {})
     jobs = (cluster or {}).get("cluster", {})
@@ -249,13 +255,11 @@ def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
     if devices.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(cfg.recipe.seed)  # before any tokenizer: reseeding drops it
-    policy = resolve_mixed_precision(
-        devices.mixed_precision, len(tf.config.list_physical_devices("GPU"))
-    )
+    policy = resolve_mixed_precision(devices.mixed_precision, gpu_compute_capabilities())
     logger.info("Dtype policy: %s (--mixed-precision %s)", policy, devices.mixed_precision)
     if policy != "none":
         keras.mixed_precision.set_dtype_policy(policy)
-    return strategy, is_chief(strategy)
+    return cfg.replace(mixed_precision=policy), strategy, is_chief(strategy)
 
 
 def train(
@@ -274,7 +278,7 @@ def train(
     only), the work after training (`training.budget.EndOfRun`)."""
     cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
     cfg = regularization.with_quick_preset_dropout(cfg)
-    strategy, chief = _start(cfg)
+    cfg, strategy, chief = _start(cfg)
     model, schedule, tokenizer, start_step = _prepare(cfg, strategy, chief)
     replicas = strategy.num_replicas_in_sync
     # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
