@@ -647,7 +647,9 @@ class DistributionConfig:
         "GPUs mixed_bfloat16 if the CPU has bfloat16 arithmetic (AVX512_BF16 or AMX), else none",
         choices=MIXED_PRECISION,
     )
-    jit_compile: bool = option(False, "XLA-compile the train step")
+    jit_compile: bool = option(
+        False, "XLA-compile the train step (one device: refused under mirrored and multi_worker)"
+    )
     # On a CPU runs reproduce bit for bit with or without it; on GPUs it makes reruns and
     # resumed runs bit-identical, and can cost speed there.
     deterministic: bool = option(

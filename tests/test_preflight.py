@@ -68,6 +68,41 @@ def test_flags_that_contradict_tf_config_are_refused():
         TrainingConfig.from_flat(skip_nonfinite_batches=-1)
 
 
+@pytest.mark.parametrize(
+    "strategy, cpu_replicas, num_gpus, refused",
+    [
+        ("mirrored", 2, 0, True),
+        ("multi_worker", 0, 0, True),
+        ("auto", 2, 0, True),  # MirroredStrategy over 2 CPU devices
+        ("auto", 0, 8, True),  # MirroredStrategy over 8 GPUs
+        ("auto", 0, 1, False),  # one GPU: XLA compiles its step
+        ("auto", 0, 0, False),
+        ("one_device", 0, 4, False),
+    ],
+)
+def test_jit_compile_is_refused_on_several_replicas_naming_both_flags(
+    strategy, cpu_replicas, num_gpus, refused
+):
+    check = distribute.check_jit_compile
+    check(strategy, False, cpu_replicas, num_gpus)  # without XLA every strategy runs
+    if not refused:
+        check(strategy, True, cpu_replicas, num_gpus)
+        return
+    with pytest.raises(ValueError, match=f"--jit-compile cannot run under --strategy {strategy}"):
+        check(strategy, True, cpu_replicas, num_gpus)
+
+
+def test_preflight_refuses_jit_compile_under_mirrored(tmp_path):
+    write_tsv(tmp_path / "pairs.tsv")
+    cfg = TrainingConfig.from_flat(
+        dataset=f"tsv:{tmp_path / 'pairs.tsv'}", model_dir=str(tmp_path / "r"),
+        strategy="mirrored", cpu_replicas=2, jit_compile=True,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"Received: jit_compile=True, strategy='mirrored'$"):
+        preflight.check_run(cfg)
+    preflight.check_run(cfg.replace(jit_compile=False))
+
+
 def test_chief_is_the_chief_task_else_worker_0():
     assert distribute.is_chief_task("chief", 0, ["chief", "worker"])
     assert not distribute.is_chief_task("worker", 0, ["chief", "worker"])
@@ -91,8 +126,13 @@ def test_launcher_builds_the_cluster_spec_its_tasks_and_the_command():
     [
         (["--dataset", "tsv:{tmp}/bad.tsv"], "error: The training split has no usable"),
         (["--model-dir", "{tmp}/file/run"], "error: model_dir is not a writable directory"),
+        pytest.param(
+            ["--strategy", "mirrored", "--cpu-replicas", "2", "--jit-compile"],
+            "error: --jit-compile cannot run under --strategy mirrored",
+            marks=pytest.mark.slow,
+        ),
     ],
-    ids=["empty_corpus", "unwritable_model_dir"],
+    ids=["empty_corpus", "unwritable_model_dir", "jit_compile_mirrored"],
 )
 def test_train_script_prints_one_error_line_with_exit_2(tmp_path, flags, message):
     (tmp_path / "bad.tsv").write_text("no tab here\n")

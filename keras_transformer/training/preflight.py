@@ -32,7 +32,9 @@ DATA_ORDER_FIELDS = ("seed", "batch_tokens", "max_length", "cpu_replicas", "accu
 
 def check_run(cfg: TrainingConfig, chief: bool = True) -> None:
     """All checks that need no TensorFlow (call before creating the strategy)."""
-    distribute.strategy_name(cfg.distribution.strategy, cfg.distribution.cpu_replicas)
+    devices = cfg.distribution
+    strategy = distribute.strategy_name(devices.strategy, devices.cpu_replicas)
+    distribute.check_jit_compile(strategy, devices.jit_compile, devices.cpu_replicas)
     check_model_dir_writable(cfg.run.model_dir, chief)
     check_same_run(cfg)
     check_corpus(cfg)
