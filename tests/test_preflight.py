@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -119,6 +120,80 @@ def test_launcher_builds_the_cluster_spec_its_tasks_and_the_command():
     assert launch.tasks(with_chief) == [("chief", 0), ("worker", 0), ("worker", 1)]
     assert launch.training_command(["python", "x.py"]) == ["python", "x.py"]
     assert launch.training_command(["--train-steps", "5"])[-2:] == ["--train-steps", "5"]
+
+
+class _FakeProcess:
+    """What `launch` needs of a `subprocess.Popen`: a worker that exits 0 at once."""
+
+    started: list[dict] = []
+
+    def __init__(self, command, env, **kwargs):
+        self.started.append(env)
+        self.stdout, self.returncode = iter(()), 0
+
+    def poll(self):
+        return 0
+
+
+@pytest.mark.parametrize("workers, chief, per_worker", [(4, False, None), (2, True, 3)])
+def test_launcher_gives_each_worker_its_own_gpus(monkeypatch, workers, chief, per_worker):
+    """8 mocked GPUs: every task (the chief included) gets its own, none shared."""
+    monkeypatch.setattr(launch, "visible_gpus", lambda: [str(i) for i in range(8)])
+    monkeypatch.setattr(launch.subprocess, "Popen", _FakeProcess)
+    monkeypatch.setattr(_FakeProcess, "started", [])
+    assert launch.launch(["true"], workers, chief, gpus=True, gpus_per_worker=per_worker) == 0
+    groups = [env["CUDA_VISIBLE_DEVICES"].split(",") for env in _FakeProcess.started]
+    share = per_worker or 8 // workers
+    assert len(groups) == workers and all(len(group) == share for group in groups)
+    assert len({gpu for group in groups for gpu in group}) == workers * share  # disjoint
+    tasks = [json.loads(env["TF_CONFIG"])["task"] for env in _FakeProcess.started]
+    assert tasks[0]["type"] == ("chief" if chief else "worker")
+    monkeypatch.setattr(_FakeProcess, "started", [])
+    assert launch.launch(["true"], workers, chief) == 0  # without --gpus: none
+    assert {env["CUDA_VISIBLE_DEVICES"] for env in _FakeProcess.started} == {""}
+
+
+def test_launcher_refuses_gpus_that_do_not_split(monkeypatch, capsys):
+    monkeypatch.setattr(launch, "visible_gpus", lambda: ["0", "1", "2"])
+    monkeypatch.setattr(launch.subprocess, "Popen", _FakeProcess)
+    assert launch.main(["--workers", "2", "--gpus", "--", "true"]) == 2
+    assert "Received: gpus=0,1,2, workers=2" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="Received: gpus=0,1,2, workers=2, gpus_per_worker=2"):
+        launch.split_gpus(["0", "1", "2"], 2, per_task=2)
+    assert launch.split_gpus(["0", "1", "2"], 3) == ["0", "1", "2"]
+
+
+def test_visible_gpus_reads_cuda_visible_devices_else_nvidia_smi():
+    assert launch.visible_gpus({"CUDA_VISIBLE_DEVICES": "4,5, 6"}) == ["4", "5", "6"]
+    assert launch.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    listing = (
+        "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-a)\n"
+        "  MIG 1g.10gb  Device  0: (UUID: MIG-b)\n"
+        "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-c)\n"
+    )
+
+    def nvidia_smi(command, **kwargs):
+        assert command == ["nvidia-smi", "-L"]
+        return subprocess.CompletedProcess(command, 0, stdout=listing)
+
+    def missing(command, **kwargs):
+        raise FileNotFoundError(command[0])
+
+    assert launch.visible_gpus({}, run=nvidia_smi) == ["0", "1"]
+    assert launch.visible_gpus({}, run=missing) == []
+
+
+def test_multi_worker_strategy_uses_nccl_when_there_are_gpus(monkeypatch):
+    """Mocked GPUs and strategy: the options `make_strategy` passes."""
+    import tensorflow as tf
+
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    made = []
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", lambda **kw: made.append(kw))
+    for gpus, expected in ((["GPU:0", "GPU:1"], implementation.NCCL), ([], implementation.AUTO)):
+        monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind, gpus=gpus: gpus)
+        distribute.make_strategy("multi_worker")
+        assert made.pop()["communication_options"].implementation == expected
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """Devices and `tf.distribute` strategies for training: one device, MirroredStrategy over the
-GPUs (or logical CPUs) of a machine, MultiWorkerMirroredStrategy over machines (TF_CONFIG).
+GPUs (or logical CPUs) of a machine, MultiWorkerMirroredStrategy over machines (TF_CONFIG;
+NCCL when the workers have GPUs). XLA is refused on several replicas (`check_jit_compile`).
 
 `MultiWorkerMirroredStrategy` must exist before TensorFlow runs anything else ("Collective ops
 must be configured at program startup"), so `create_strategy` is the trainer's first
@@ -142,9 +143,10 @@ def check_jit_compile(
 
 def make_strategy(name: str, cpu_replicas: int = 0) -> tf.distribute.Strategy:
     """ "auto": MirroredStrategy over all GPUs (or CPU replicas) if more than one, else default;
-    "multi_worker": MultiWorkerMirroredStrategy from TF_CONFIG."""
+    "multi_worker": MultiWorkerMirroredStrategy from TF_CONFIG (`communication_options`)."""
     if name == "multi_worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        options = communication_options(len(tf.config.list_physical_devices("GPU")))
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     gpus = tf.config.list_logical_devices("GPU")
     cpus = tf.config.list_logical_devices("CPU")
     devices = [d.name for d in gpus] or ([d.name for d in cpus] if cpu_replicas > 1 else [])
@@ -153,6 +155,15 @@ def make_strategy(name: str, cpu_replicas: int = 0) -> tf.distribute.Strategy:
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy(devices[0] if devices else "/cpu:0")
     return tf.distribute.get_strategy()
+
+
+def communication_options(num_gpus: int) -> tf.distribute.experimental.CommunicationOptions:
+    """MultiWorkerMirroredStrategy's collectives: NCCL between a worker's GPUs and across
+    machines when this worker has GPUs (without options TensorFlow picks its gRPC ring); on
+    CPUs TensorFlow's own choice (AUTO: the ring, the only CPU implementation)."""
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    chosen = implementation.NCCL if num_gpus else implementation.AUTO
+    return tf.distribute.experimental.CommunicationOptions(implementation=chosen)
 
 
 def create_strategy(name: str, cpu_replicas: int = 0) -> tf.distribute.Strategy:
