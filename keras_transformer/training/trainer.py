@@ -122,7 +122,9 @@ def compile_model(
         optimizer = GuardedAccumulatingAdam(schedule, **adam, accumulate_steps=accumulate_steps)
     model.compile(
         optimizer=optimizer,
-        loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=pad),
+        loss=MaskedLabelSmoothedCrossEntropy(
+            config.label_smoothing, pad_id=pad, one_hot_gradient=cfg.distribution.deterministic
+        ),
         metrics=[MaskedAccuracy(pad), Perplexity(pad), TokenCount(pad)],
         jit_compile=cfg.distribution.jit_compile,
     )
