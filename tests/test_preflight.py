@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -43,6 +44,47 @@ def test_model_dir_of_another_config_or_vocabulary_is_refused(tmp_path):
     other_vocab = cfg.replace(vocab_size=8000)
     with pytest.raises(ValueError, match="another vocabulary: vocab_size=4000 there, vocab_si"):
         preflight.check_run(other_vocab)
+
+
+WRITTEN_WITH = {
+    "replicas": 1, "accumulate_steps": 1, "batch_tokens_per_replica": 256,
+    "global_batch_tokens": 256, "precision": "none",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "changed, message",
+    [
+        ({"replicas": 2}, "Received: replicas=2, checkpoint's replicas=1"),
+        ({"accumulate_steps": 4}, "Received: accumulate_steps=4, checkpoint's accumulate_steps=1"),
+        (
+            {"precision": "mixed_float16"},
+            "Received: precision='mixed_float16', checkpoint's precision='none'",
+        ),
+    ],
+    ids=["replicas", "accumulate_steps", "precision"],
+)
+def test_resume_with_other_replicas_accumulation_or_precision_is_refused(
+    tmp_path, changed, message
+):
+    """What a checkpoint records of its run (`checkpoints.checkpoint_run`) against this run's:
+    another value refuses in one line naming both; the same resumes."""
+    import keras
+
+    from keras_transformer.training import checkpoints
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    path = checkpoints.save_checkpoint(model, str(tmp_path), 10, keep=1, run=WRITTEN_WITH)
+    recorded = checkpoints.checkpoint_run(path)
+    preflight.check_resume(path, recorded, WRITTEN_WITH)
+    other = dict(WRITTEN_WITH, global_batch_tokens=1, **changed)
+    with pytest.raises(
+        ValueError, match=f"^{re.escape(path)} was written with .*{message}$"
+    ) as raised:
+        preflight.check_resume(path, recorded, other)
+    assert "\n" not in str(raised.value)
+    older = {k: v for k, v in recorded.items() if k not in changed}  # not recorded: not checked
+    preflight.check_resume(path, older, other)
 
 
 def test_corpus_without_a_usable_pair_is_refused(tmp_path):

@@ -196,15 +196,17 @@ def _run_control(
     )  # fmt: skip
 
 
-def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int]:
-    """What a checkpoint records of the run's batch: replicas, micro-batches per update and
-    the padded tokens an update sees at most (the global batch)."""
+def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int | str]:
+    """What a checkpoint records of the run: replicas, micro-batches per update, the padded
+    tokens an update sees at most (the global batch) and the dtype policy (`cfg`'s, resolved
+    by `_start`); a resume checks the first, second and last (`preflight.check_resume`)."""
     recipe = cfg.recipe
     return {
         "replicas": replicas,
         "accumulate_steps": recipe.accumulate_steps,
         "batch_tokens_per_replica": recipe.batch_tokens,
         "global_batch_tokens": replicas * recipe.accumulate_steps * recipe.batch_tokens,
+        "precision": cfg.distribution.mixed_precision,
     }
 
 
@@ -306,6 +308,10 @@ def train(
 def _prepare(cfg: TrainingConfig, strategy, chief: bool):
     """`(model, schedule, tokenizer, start step)`: the run's files written (chief), its
     tokenizer, its model built and restored under `strategy`."""
+    latest = artifacts.latest_checkpoint(cfg.run.model_dir)
+    if latest is not None:  # before anything of the run in model_dir changes
+        current = _run_description(cfg, strategy.num_replicas_in_sync)
+        preflight.check_resume(latest, checkpoints.checkpoint_run(latest), current)
     if chief:
         preflight.save_run_config(cfg)
     tokenizer = prepare_tokenizer(cfg, chief)
