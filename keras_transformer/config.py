@@ -675,12 +675,15 @@ class DistributionConfig:
     )
     mixed_precision: str = option(
         "auto",
-        "compute dtype policy; logits and loss stay float32. auto: mixed_bfloat16 on a machine "
-        "without GPUs whose CPU has bfloat16 arithmetic (AVX512_BF16 or AMX: faster, same "
-        "BLEU; see training/precision.py), else none (float32)",
+        "compute dtype policy; logits and loss stay float32. auto: by device "
+        "(training/precision.py): mixed_bfloat16 on GPUs of compute capability 8.0 and up "
+        "(A100, H100), mixed_float16 on 7.x (V100, T4), none (float32) on older GPUs; without "
+        "GPUs mixed_bfloat16 if the CPU has bfloat16 arithmetic (AVX512_BF16 or AMX), else none",
         choices=MIXED_PRECISION,
     )
-    jit_compile: bool = option(False, "XLA-compile the train step")
+    jit_compile: bool = option(
+        False, "XLA-compile the train step (one device: refused under mirrored and multi_worker)"
+    )
     # On a CPU runs reproduce bit for bit with or without it; on GPUs it makes reruns and
     # resumed runs bit-identical, and can cost speed there.
     deterministic: bool = option(

@@ -132,5 +132,17 @@ def test_train_wmt_with_eight_cpu_replicas_says_so_in_its_log_and_checkpoints(tm
     last = artifacts.latest_checkpoint_in(str(tmp_path / "run" / "checkpoints"))
     assert checkpoint_run(last) == {
         "step": 24, "preempted": 0, "nonfinite_steps": 0, "replicas": 8, "accumulate_steps": 1,
-        "batch_tokens_per_replica": 256, "global_batch_tokens": 2048,
+        "batch_tokens_per_replica": 256, "global_batch_tokens": 2048, "precision": "none",
     }  # fmt: skip
+    # Resumed on 2 replicas, the run would skip 24 batches of another size: refused at once,
+    # in one line naming both counts, and the run's files left as they were.
+    saved = (tmp_path / "run" / "training_config.json").read_text()
+    command[command.index("--cpu-replicas") + 1] = "2"
+    command[command.index("--train-steps") + 1] = "36"
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=ENV)
+    assert result.returncode == 2, result.stderr[-3000:]
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith(f"error: {last} was written with replicas=8"), last_line
+    assert last_line.endswith("Received: replicas=2, checkpoint's replicas=8"), last_line
+    assert (tmp_path / "run" / "training_config.json").read_text() == saved
+    assert artifacts.latest_checkpoint_in(str(tmp_path / "run" / "checkpoints")) == last

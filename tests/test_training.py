@@ -144,10 +144,11 @@ def _logits_and_padded_labels(seed, shape, scale, padded_from):
     return logits, labels
 
 
+@pytest.mark.parametrize("one_hot_gradient", [False, True])
 @pytest.mark.parametrize("eps", [0.0, 0.1])
-def test_loss_equals_numpy_reference_with_smoothing_and_padding(eps):
+def test_loss_equals_numpy_reference_with_smoothing_and_padding(eps, one_hot_gradient):
     logits, labels = _logits_and_padded_labels(0, (3, 5, 11), 3.0, {0: 3, 2: 1})
-    loss = MaskedLabelSmoothedCrossEntropy(label_smoothing=eps, pad_id=PAD_ID)
+    loss = MaskedLabelSmoothedCrossEntropy(eps, pad_id=PAD_ID, one_hot_gradient=one_hot_gradient)
     got = float(loss(labels, logits))
     np.testing.assert_allclose(got, _reference_loss(labels, logits, eps, PAD_ID), rtol=1e-5)
     # Logits at padded positions do not matter.
@@ -156,19 +157,44 @@ def test_loss_equals_numpy_reference_with_smoothing_and_padding(eps):
     np.testing.assert_allclose(float(loss(labels, changed)), got, rtol=1e-6)
 
 
+@pytest.mark.parametrize("one_hot_gradient", [False, True])
 @pytest.mark.parametrize("eps", [0.0, 0.1])
-def test_loss_gradient_is_softmax_minus_smoothed_target(eps):
+def test_loss_gradient_is_softmax_minus_smoothed_target(eps, one_hot_gradient):
     """d loss / d logits = (softmax(z) - q) * mask / n_real, q the smoothed one-hot (NumPy)."""
+    logits, labels = _logits_and_padded_labels(2, (2, 4, 9), 4.0, {1: 2})
+    loss = MaskedLabelSmoothedCrossEntropy(eps, pad_id=PAD_ID, one_hot_gradient=one_hot_gradient)
+    _, grad = _loss_and_gradient(loss, labels, logits)
+    np.testing.assert_allclose(grad, _numpy_loss_gradient(labels, logits, eps), atol=1e-6)
+
+
+def _loss_and_gradient(loss, labels, logits):
     import tensorflow as tf
 
-    logits, labels = _logits_and_padded_labels(2, (2, 4, 9), 4.0, {1: 2})
-    loss = MaskedLabelSmoothedCrossEntropy(label_smoothing=eps, pad_id=PAD_ID)
     z = tf.constant(logits)
     with tf.GradientTape() as tape:
         tape.watch(z)
         value = loss(labels, z)
-    grad = tape.gradient(value, z).numpy()
-    np.testing.assert_allclose(grad, _numpy_loss_gradient(labels, logits, eps), atol=1e-6)
+    return value.numpy(), tape.gradient(value, z).numpy()
+
+
+def test_one_hot_gradient_equals_the_scatter_bit_for_bit_and_has_no_scatter():
+    """`--deterministic`'s loss (`one_hot_gradient`): the same value and gradient as the
+    scatter's, bit for bit, and its traced gradient holds no scatter op, which TensorFlow's
+    op determinism would run on the host."""
+    import tensorflow as tf
+
+    logits, labels = _logits_and_padded_labels(4, (3, 6, 50), 5.0, {0: 2})
+    results, op_types = [], []
+    for one_hot in (False, True):
+        loss = MaskedLabelSmoothedCrossEntropy(0.1, pad_id=PAD_ID, one_hot_gradient=one_hot)
+        results.append(_loss_and_gradient(loss, labels, logits))
+        traced = tf.function(lambda z, loss=loss: tf.gradients(loss(labels, z), z)[0])
+        graph = traced.get_concrete_function(tf.TensorSpec(logits.shape)).graph
+        op_types.append({op.type for op in graph.get_operations()})
+    assert results[0][0] == results[1][0]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert any("Scatter" in op for op in op_types[0])  # the check sees a scatter
+    assert not any("Scatter" in op for op in op_types[1])
 
 
 def _numpy_loss_gradient(labels, logits, eps):
@@ -485,7 +511,7 @@ ACCUMULATE_2_AUTO = ["--accumulate-steps", "2", "--mixed-precision", "auto"]
 )
 def test_training_flags_run_end_to_end(tmp_path, flags):
     if flags == ["--mixed-precision", "mixed_bfloat16"] and (
-        resolve_mixed_precision("auto", 0) == "mixed_bfloat16"
+        resolve_mixed_precision("auto") == "mixed_bfloat16"
     ):  # a CPU with bfloat16 arithmetic: the "auto" case trains under this same policy
         pytest.skip("'auto' trains under mixed_bfloat16 on this CPU: accumulate_2_auto")
     tsv = tmp_path / "pairs.tsv"
@@ -508,7 +534,7 @@ def test_training_flags_run_end_to_end(tmp_path, flags):
     # The policy trained under: "auto" is mixed_bfloat16 on a CPU with bfloat16 arithmetic
     # (no GPU here), float32 elsewhere; TINY_TRAIN_FLAGS's "none" is float32.
     given = flags[flags.index("--mixed-precision") + 1] if "--mixed-precision" in flags else "none"
-    policy = resolve_mixed_precision(given, 0)
+    policy = resolve_mixed_precision(given)
     assert summary["dtype_policy"] == ("float32" if policy == "none" else policy)
     assert all(np.isfinite(summary["history"]["loss"]))
     from keras_transformer.data.corpus import read_pairs

@@ -1,5 +1,6 @@
 """Devices and `tf.distribute` strategies for training: one device, MirroredStrategy over the
-GPUs (or logical CPUs) of a machine, MultiWorkerMirroredStrategy over machines (TF_CONFIG).
+GPUs (or logical CPUs) of a machine, MultiWorkerMirroredStrategy over machines (TF_CONFIG;
+NCCL when the workers have GPUs). XLA is refused on several replicas (`check_jit_compile`).
 
 `MultiWorkerMirroredStrategy` must exist before TensorFlow runs anything else ("Collective ops
 must be configured at program startup"), so `create_strategy` is the trainer's first
@@ -98,11 +99,54 @@ def strategy_name(name: str, cpu_replicas: int = 0, environ=None) -> str:
     return name
 
 
+# The strategies whose replicas Keras' XLA-compiled train step cannot run (below).
+REPLICATED_STRATEGIES = ("mirrored", "multi_worker")
+
+
+def check_jit_compile(
+    strategy: str, jit_compile: bool, cpu_replicas: int = 0, num_gpus: int | None = None
+) -> None:
+    """Refuse `jit_compile` where the steps run on several replicas: strategy "mirrored" or
+    "multi_worker", or "auto" over several GPUs or CPU replicas (`make_strategy`).
+
+    Keras turns XLA off under tf.distribute itself when asked for "auto" (keras#18716, "a
+    suspected fundamental incompatibility"); asked for True, Keras 3.15 compiles the
+    per-replica step, and under MirroredStrategy over two logical CPUs with a `Dense(1)`
+    `fit` fails at the first step ("Trying to access resource .../kernel/replica_1 located
+    in device CPU:1 from device CPU:0", as in keras#19005). So it is refused before training.
+
+    Args:
+        strategy: the strategy's name after `strategy_name`.
+        jit_compile: the run's `--jit-compile`.
+        cpu_replicas: the run's `--cpu-replicas`.
+        num_gpus: GPUs of this machine (default: TensorFlow's physical GPUs).
+    """
+    if not jit_compile:
+        return
+    if strategy == "auto":
+        if num_gpus is None:
+            num_gpus = len(tf.config.list_physical_devices("GPU"))
+        replicas = num_gpus or cpu_replicas
+        if replicas <= 1:
+            return
+        where = f"strategy='auto' (MirroredStrategy over {replicas} devices)"
+    elif strategy in REPLICATED_STRATEGIES:
+        where = f"strategy={strategy!r}"
+    else:
+        return
+    raise ValueError(
+        f"--jit-compile cannot run under --strategy {strategy}: Keras' XLA-compiled step fails "
+        "on several replicas (keras#18716, keras#19005); drop --jit-compile, or train on one "
+        f"device (--strategy one_device). Received: jit_compile=True, {where}"
+    )
+
+
 def make_strategy(name: str, cpu_replicas: int = 0) -> tf.distribute.Strategy:
     """ "auto": MirroredStrategy over all GPUs (or CPU replicas) if more than one, else default;
-    "multi_worker": MultiWorkerMirroredStrategy from TF_CONFIG."""
+    "multi_worker": MultiWorkerMirroredStrategy from TF_CONFIG (`communication_options`)."""
     if name == "multi_worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        options = communication_options(len(tf.config.list_physical_devices("GPU")))
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     gpus = tf.config.list_logical_devices("GPU")
     cpus = tf.config.list_logical_devices("CPU")
     devices = [d.name for d in gpus] or ([d.name for d in cpus] if cpu_replicas > 1 else [])
@@ -111,6 +155,15 @@ def make_strategy(name: str, cpu_replicas: int = 0) -> tf.distribute.Strategy:
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy(devices[0] if devices else "/cpu:0")
     return tf.distribute.get_strategy()
+
+
+def communication_options(num_gpus: int) -> tf.distribute.experimental.CommunicationOptions:
+    """MultiWorkerMirroredStrategy's collectives: NCCL between a worker's GPUs and across
+    machines when this worker has GPUs (without options TensorFlow picks its gRPC ring); on
+    CPUs TensorFlow's own choice (AUTO: the ring, the only CPU implementation)."""
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    chosen = implementation.NCCL if num_gpus else implementation.AUTO
+    return tf.distribute.experimental.CommunicationOptions(implementation=chosen)
 
 
 def create_strategy(name: str, cpu_replicas: int = 0) -> tf.distribute.Strategy:

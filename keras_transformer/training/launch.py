@@ -8,7 +8,9 @@ Arguments after `--` that start with `-` are flags of the training command
 (`keras-transformer-train`, `pipelines/train_wmt.py`); anything else is the whole command to
 run. Each process gets a free port on 127.0.0.1, its own `TF_CONFIG`
 (`{"cluster": {"worker": [...]}, "task": ...}`, with `--chief` a separate `chief` task) and
-`CUDA_VISIBLE_DEVICES=""` (unless `--gpus`). Output lines are prefixed with the task name.
+`CUDA_VISIBLE_DEVICES=""`; with `--gpus` each process gets its own GPUs instead, the visible
+ones split evenly (`--gpus-per-worker N`: N each, from the first), so that no two processes
+map the same GPU's memory. Output lines are prefixed with the task name.
 If a worker fails, the others are stopped (SIGTERM, then SIGKILL after `--grace-s`) and the
 launcher exits with the failing code; rerunning the same command resumes all workers from the
 chief's last checkpoint. SIGTERM or Ctrl-C to the launcher reaches every worker as SIGTERM:
@@ -63,6 +65,37 @@ def training_command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "keras_transformer.cli.train", *args]
 
 
+def visible_gpus(environ=None, run=subprocess.run) -> list[str]:
+    """The GPUs to hand out: `CUDA_VISIBLE_DEVICES`'s entries if it is set, else the indices of
+    the GPUs `nvidia-smi -L` lists (none without it). TensorFlow is not asked: it would map
+    the GPUs' memory in the launcher's own process."""
+    environ = os.environ if environ is None else environ
+    given = environ.get("CUDA_VISIBLE_DEVICES")
+    if given is not None:
+        return [device.strip() for device in given.split(",") if device.strip()]
+    try:
+        listed = run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [str(i) for i, _ in enumerate(x for x in listed.splitlines() if x.startswith("GPU "))]
+
+
+def split_gpus(gpus: list[str], tasks: int, per_task: int | None = None) -> list[str]:
+    """Each task's `CUDA_VISIBLE_DEVICES`: disjoint groups of `per_task` of `gpus`, in order
+    (default: all of them split evenly). Raises ValueError naming the values when they do not
+    split so."""
+    share = per_task
+    if share is None:
+        share = len(gpus) // tasks if len(gpus) % tasks == 0 else 0
+    if share < 1 or share * tasks > len(gpus):
+        asked = "" if per_task is None else f", gpus_per_worker={per_task}"
+        raise ValueError(
+            f"--gpus needs as many GPUs for each of the {tasks} tasks, from {len(gpus)} "
+            f"visible. Received: gpus={','.join(gpus) or 'none'}, workers={tasks}{asked}"
+        )
+    return [",".join(gpus[i * share : (i + 1) * share]) for i in range(tasks)]
+
+
 def _relay(process: subprocess.Popen, prefix: str) -> None:
     for line in process.stdout:
         sys.stdout.write(f"{prefix} {line}")
@@ -71,18 +104,20 @@ def _relay(process: subprocess.Popen, prefix: str) -> None:
 
 def launch(
     command: list[str], workers: int, chief: bool = False, gpus: bool = False,
-    grace_s: float = 30.0,
+    grace_s: float = 30.0, gpus_per_worker: int | None = None,
 ) -> int:  # fmt: skip
-    """Run `command` as `workers` tasks of one cluster; returns 0 or the first failing code."""
+    """Run `command` as `workers` tasks of one cluster; returns 0 or the first failing code.
+    With `gpus`, each task gets its own `gpus_per_worker` (default: an even share) of the
+    `visible_gpus()`, else none."""
     if workers < 1 or (chief and workers < 2):
         raise ValueError(f"workers must be >= 1 (>= 2 with a chief). Received: workers={workers}")
     cluster = cluster_spec(workers, free_ports(workers), chief)
+    jobs = tasks(cluster)
+    devices = split_gpus(visible_gpus(), len(jobs), gpus_per_worker) if gpus else [""] * len(jobs)
     processes: list[tuple[str, subprocess.Popen]] = []
-    for job, index in tasks(cluster):
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for (job, index), visible in zip(jobs, devices):
+        env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES=visible)
         env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
-        if not gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ""
         process = subprocess.Popen(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             errors="replace",
@@ -157,7 +192,14 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--chief", action="store_true", help="make the first process a 'chief' task"
     )
-    parser.add_argument("--gpus", action="store_true", help="do not hide the GPUs")
+    parser.add_argument(
+        "--gpus", action="store_true",
+        help="give each process its own GPUs: the visible ones split evenly (default: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gpus-per-worker", type=int, default=None, metavar="N",
+        help="with --gpus: N GPUs each, from the first (default: an even share)",
+    )  # fmt: skip
     parser.add_argument(
         "--grace-s", type=float, default=30.0,
         help="seconds the others get to stop after one fails (default: 30)",
@@ -165,7 +207,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(own)
     try:
         command = training_command(rest)
-        return launch(command, args.workers, args.chief, args.gpus, args.grace_s)
+        gpus = args.gpus or args.gpus_per_worker is not None
+        return launch(command, args.workers, args.chief, gpus, args.grace_s, args.gpus_per_worker)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

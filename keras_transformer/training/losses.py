@@ -24,7 +24,7 @@ def _token_nll(labels, logits):
     return ops.logsumexp(logits, axis=-1) - _label_logit(labels, logits)  # (batch, tgt_len)
 
 
-def _smoothed_cross_entropy(labels, logits, eps):
+def _smoothed_cross_entropy(labels, logits, eps, one_hot_gradient=False):
     """Per token `lse(z) - (1 - eps) z_y - eps mean_v(z_v)`, `(batch, tgt_len)`, with its
     gradient written out: `d/dz_v = softmax(z)_v - (1 - eps) [v == y] - eps / vocab`.
 
@@ -32,10 +32,18 @@ def _smoothed_cross_entropy(labels, logits, eps):
     dense `(batch, tgt_len, vocab)` zero tensor (TensorFlow's UnsortedSegmentSum), and the
     three terms' gradients are summed in further passes over that tensor. Here the backward
     pass reuses the forward's `exp(z - max)`, makes two passes, and writes the label term into
-    the `batch * tgt_len` label positions. The loss, its gradient and the fit step before
-    and after: benchmarks/results/2026-11-25-benchmarks-history.md, "The loss's gradient
-    written out" (`python benchmarks/profile_train_step.py --config base --vocab-size 32000
-    --batch 32 --length 32 --repeats 3 [--dtype mixed_bfloat16]`).
+    the `batch * tgt_len` label positions (a scatter, in place). The loss, its gradient and
+    the fit step before and after: benchmarks/results/2026-11-25-benchmarks-history.md, "The
+    loss's gradient written out" (`python benchmarks/profile_train_step.py --config base
+    --vocab-size 32000 --batch 32 --length 32 --repeats 3 [--dtype mixed_bfloat16]`).
+
+    With `one_hot_gradient` the label term is subtracted as `one_hot(y) * (1 - eps) g`
+    instead: no scatter, which TensorFlow runs on the host under op determinism (a round
+    trip of the step's largest tensor on a GPU), for three more passes over the dense
+    tensor. Both give the same values and gradients, bit for bit. On a 2-core CPU the
+    one-hot form's value and gradient took about 15% more CPU time at (48, 32, 4000)
+    (median 51 ms against 44 ms, the two alternating in one process), and no more memory
+    (peak RSS 970-1020 MB against 1020-1160 MB), so only `--deterministic` uses it.
     """
     vocab = ops.shape(logits)[-1]
 
@@ -52,7 +60,11 @@ def _smoothed_cross_entropy(labels, logits, eps):
                 (upstream,) = args
             uniform = ops.cast(eps / vocab, upstream.dtype) * upstream  # (batch, tgt_len)
             dense = exp * ops.expand_dims(upstream / total, -1) - ops.expand_dims(uniform, -1)
-            at_label = _label_logit(labels, dense) - (1.0 - eps) * upstream  # (batch, tgt_len)
+            label_term = (1.0 - eps) * upstream  # (batch, tgt_len)
+            if one_hot_gradient:
+                one_hot = ops.one_hot(labels, vocab, dtype=dense.dtype)  # (batch, len, vocab)
+                return dense - one_hot * ops.expand_dims(label_term, -1)
+            at_label = _label_logit(labels, dense) - label_term  # (batch, tgt_len)
             return _put_at_labels(dense, labels, at_label)
 
         return loss, grad
@@ -109,18 +121,30 @@ class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
     Args:
         label_smoothing: eps (paper: 0.1).
         pad_id: label id to ignore.
+        one_hot_gradient: write the gradient's label term without a scatter (for TensorFlow's
+            op determinism, `--deterministic`, which runs scatters on the host); the same
+            values and gradients, slower on a CPU (`_smoothed_cross_entropy`).
     """
 
-    def __init__(self, label_smoothing: float = 0.1, pad_id: int = 0, name="smoothed_xent", **kw):
+    def __init__(
+        self,
+        label_smoothing: float = 0.1,
+        pad_id: int = 0,
+        one_hot_gradient: bool = False,
+        name="smoothed_xent",
+        **kw,
+    ):
         super().__init__(name=name, **kw)
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1). Received: {label_smoothing}")
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
+        self.one_hot_gradient = one_hot_gradient
 
     def call(self, y_true, y_pred):
         labels, logits, mask = _labels_logits_and_mask(y_true, y_pred, self.pad_id)
-        loss = _smoothed_cross_entropy(labels, logits, self.label_smoothing)  # (batch, tgt_len)
+        eps, one_hot = self.label_smoothing, self.one_hot_gradient
+        loss = _smoothed_cross_entropy(labels, logits, eps, one_hot)  # (batch, tgt_len)
         # Keras' "sum_over_batch_size" divides by batch * len (this replica's), then by the
         # replicas R: weighting real tokens by (batch * len) * R / n_real(global batch) makes
         # that this replica's share of the global mean over real tokens.
@@ -131,7 +155,11 @@ class MaskedLabelSmoothedCrossEntropy(keras.losses.Loss):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"label_smoothing": self.label_smoothing, "pad_id": self.pad_id})
+        config.update(
+            label_smoothing=self.label_smoothing,
+            pad_id=self.pad_id,
+            one_hot_gradient=self.one_hot_gradient,
+        )
         return config
 
 

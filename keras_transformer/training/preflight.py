@@ -1,7 +1,8 @@
 """Checks a training run makes in its first seconds, before TensorFlow starts: the model
 directory is writable, a run already there was trained with the same model and vocabulary,
 the corpus has a usable pair, the flags agree with each other and with TF_CONFIG. Each raises
-a ValueError that names the value.
+a ValueError that names the value. Once the strategy and the dtype policy are known,
+`check_resume` refuses a checkpoint written with other replicas, micro-batches or precision.
 
 `MODEL_DIR/training_config.json` records the `TrainingConfig` of the run by flat name
 (`TrainingConfig.to_flat`, written by the chief), so a rerun can tell "same run, resume it"
@@ -27,12 +28,24 @@ logger = logging.getLogger("keras_transformer")
 # the other direction).
 VOCABULARY_FIELDS = ("dataset", "vocab_size")
 # Fields that fix the order of the training batches: another value resumes, but not exactly.
-DATA_ORDER_FIELDS = ("seed", "batch_tokens", "max_length", "cpu_replicas", "accumulate_steps")
+# The replicas and micro-batches of an update are checked against the checkpoint instead.
+DATA_ORDER_FIELDS = ("seed", "batch_tokens", "max_length")
+# What a checkpoint records of its run (`trainer._run_description`) that a resume must keep:
+# replicas x micro-batches make the global batch and the batches a resume skips (start step
+# x micro-batches of the new global size), and the dtype policy the optimizer's variables
+# (mixed_float16's loss scale) and numbers. Each with why another value cannot resume.
+RESUME_FIELDS = {
+    "replicas": "the global batch and the batches a resume skips change",
+    "accumulate_steps": "the global batch and the batches a resume skips change",
+    "precision": "the optimizer's state and the numerics change",
+}
 
 
 def check_run(cfg: TrainingConfig, chief: bool = True) -> None:
     """All checks that need no TensorFlow (call before creating the strategy)."""
-    distribute.strategy_name(cfg.distribution.strategy, cfg.distribution.cpu_replicas)
+    devices = cfg.distribution
+    strategy = distribute.strategy_name(devices.strategy, devices.cpu_replicas)
+    distribute.check_jit_compile(strategy, devices.jit_compile, devices.cpu_replicas)
     check_model_dir_writable(cfg.run.model_dir, chief)
     check_same_run(cfg)
     check_corpus(cfg)
@@ -93,6 +106,28 @@ def check_same_run(cfg: TrainingConfig, vocab_size: int | None = None) -> None:
             f"model_dir={cfg.run.model_dir!r} holds a model with another config.json ({described})."
             " Use another --model-dir, or the flags of that run"
         )
+
+
+def check_resume(checkpoint: str, recorded: dict, current: dict) -> None:
+    """Refuse to resume `checkpoint` with other `RESUME_FIELDS` than it was written with.
+
+    Args:
+        checkpoint: the checkpoint's path (named in the error).
+        recorded: what it records of its run (`checkpoints.checkpoint_run`); a field it
+            lacks (written before the field was recorded) is not checked.
+        current: the same of this run (`trainer._run_description`).
+
+    Raises:
+        ValueError: naming the field's two values.
+    """
+    for name, why in RESUME_FIELDS.items():
+        if name in recorded and recorded[name] != current[name]:
+            raise ValueError(
+                f"{checkpoint} was written with {name}={recorded[name]!r}: resuming it with "
+                f"{name}={current[name]!r}, {why}. Resume with that run's set-up, or use another "
+                f"--model-dir. Received: {name}={current[name]!r}, checkpoint's "
+                f"{name}={recorded[name]!r}"
+            )
 
 
 def save_run_config(cfg: TrainingConfig) -> None:

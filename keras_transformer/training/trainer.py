@@ -56,7 +56,10 @@ from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
     check_finite,
 )
 from keras_transformer.training.optimizer import INITIAL_LOSS_SCALE, GuardedAccumulatingAdam
-from keras_transformer.training.precision import resolve_mixed_precision
+from keras_transformer.training.precision import (
+    gpu_compute_capabilities,
+    resolve_mixed_precision,
+)
 from keras_transformer.training.preemption import SignalWatch
 from keras_transformer.training.run_control import Evaluator, RunControl
 from keras_transformer.training.run_end import RunEnd
@@ -119,7 +122,9 @@ def compile_model(
     )  # fmt: skip
     model.compile(
         optimizer=optimizer,
-        loss=MaskedLabelSmoothedCrossEntropy(config.label_smoothing, pad_id=pad),
+        loss=MaskedLabelSmoothedCrossEntropy(
+            config.label_smoothing, pad_id=pad, one_hot_gradient=cfg.distribution.deterministic
+        ),
         metrics=[MaskedAccuracy(pad), Perplexity(pad), TokenCount(pad)],
         jit_compile=cfg.distribution.jit_compile,
         auto_scale_loss=False,
@@ -192,15 +197,17 @@ def _run_control(
     )  # fmt: skip
 
 
-def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int]:
-    """What a checkpoint records of the run's batch: replicas, micro-batches per update and
-    the padded tokens an update sees at most (the global batch)."""
+def _run_description(cfg: TrainingConfig, replicas: int) -> dict[str, int | str]:
+    """What a checkpoint records of the run: replicas, micro-batches per update, the padded
+    tokens an update sees at most (the global batch) and the dtype policy (`cfg`'s, resolved
+    by `_start`); a resume checks the first, second and last (`preflight.check_resume`)."""
     recipe = cfg.recipe
     return {
         "replicas": replicas,
         "accumulate_steps": recipe.accumulate_steps,
         "batch_tokens_per_replica": recipe.batch_tokens,
         "global_batch_tokens": replicas * recipe.accumulate_steps * recipe.batch_tokens,
+        "precision": cfg.distribution.mixed_precision,
     }
 
 
@@ -238,8 +245,11 @@ def finish(model: keras.Model, cfg: TrainingConfig, chief: bool) -> list[str]:
     return paths
 
 
-def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
-    """Checks without TensorFlow, then the strategy as TensorFlow's first work, then seeds."""
+def _start(cfg: TrainingConfig) -> tuple[TrainingConfig, tf.distribute.Strategy, bool]:
+    """Checks without TensorFlow, then the strategy as TensorFlow's first work, then seeds and
+    the dtype policy. Returns `cfg` with "auto" precision resolved (what the run trains
+    under: compiled, saved and checked at a resume), the strategy and whether this is the
+    chief."""
     cluster = read_tf_config()
     task = (cluster or {}).get("task", {})
     jobs = (cluster or {}).get("cluster", {})
@@ -250,13 +260,11 @@ def _start(cfg: TrainingConfig) -> tuple[tf.distribute.Strategy, bool]:
     if devices.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(cfg.recipe.seed)  # before any tokenizer: reseeding drops it
-    policy = resolve_mixed_precision(
-        devices.mixed_precision, len(tf.config.list_physical_devices("GPU"))
-    )
+    policy = resolve_mixed_precision(devices.mixed_precision, gpu_compute_capabilities())
     logger.info("Dtype policy: %s (--mixed-precision %s)", policy, devices.mixed_precision)
     if policy != "none":
         keras.mixed_precision.set_dtype_policy(policy)
-    return strategy, is_chief(strategy)
+    return cfg.replace(mixed_precision=policy), strategy, is_chief(strategy)
 
 
 def train(
@@ -275,7 +283,7 @@ def train(
     only), the work after training (`training.budget.EndOfRun`)."""
     cfg = warm_start.resolve(cfg)  # init_from's architecture, vocab's size (files only)
     cfg = regularization.with_quick_preset_dropout(cfg)
-    strategy, chief = _start(cfg)
+    cfg, strategy, chief = _start(cfg)
     model, schedule, tokenizer, start_step = _prepare(cfg, strategy, chief)
     replicas = strategy.num_replicas_in_sync
     # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
@@ -301,6 +309,10 @@ def train(
 def _prepare(cfg: TrainingConfig, strategy, chief: bool):
     """`(model, schedule, tokenizer, start step)`: the run's files written (chief), its
     tokenizer, its model built and restored under `strategy`."""
+    latest = artifacts.latest_checkpoint(cfg.run.model_dir)
+    if latest is not None:  # before anything of the run in model_dir changes
+        current = _run_description(cfg, strategy.num_replicas_in_sync)
+        preflight.check_resume(latest, checkpoints.checkpoint_run(latest), current)
     if chief:
         preflight.save_run_config(cfg)
     tokenizer = prepare_tokenizer(cfg, chief)
