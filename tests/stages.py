@@ -101,6 +101,8 @@ SLOW = frozenset(
 SERIAL = frozenset(
     {
         "tests/test_exact_resume.py",
+        "tests/test_loss_scaling.py::test_an_overflow_on_replica_1_only_is_skipped_on_both_replicas",
+        "tests/test_loss_scaling.py::test_two_workers_skip_an_overflow_on_one_worker_together_and_neither_hangs",
         "tests/test_multi_worker.py",
         "tests/test_replicas.py",
         "tests/test_nonfinite.py::test_nonfinite_run_resumes_from_last_finite_checkpoint",
