@@ -15,8 +15,8 @@ model trained once into --work-dir. For each precision it prints:
 - MFU: model FLOPs an update (`recipes.train_flops`: 6 x parameters x real tokens, plus
   attention's two products) / step time / (GPUs x peak): --peak-tflops, else the GPU's dense
   16-bit peak in `recipes.GPU_KINDS` (none known: no MFU);
-- loss-scale events: updates skipped as non-finite (the optimizer's `nonfinite_steps`) and
-  the loss scale at the end (float16's `LossScaleOptimizer`);
+- loss-scale events: updates skipped as non-finite (the optimizer's `nonfinite_steps`), as
+  float16 overflows (`loss_scale_skips`) and the loss scale at the end;
 - checkpoint write time: one `training.checkpoints.save_checkpoint` (weights, Adam slots and
   the finiteness check on the host) and its size;
 - input headroom: batches/s the tf.data pipeline yields alone over the batches/s the steps
@@ -147,16 +147,17 @@ def update_timer(first: int, last: int, accumulate: int):
 
 
 def optimizer_events(optimizer) -> dict:
-    """Skipped (non-finite) updates and the loss scale, where the optimizer has them."""
+    """Skipped updates (non-finite: `nonfinite_steps`; overflows of float16's loss scale:
+    `loss_scale_skips`) and the loss scale at the end (None without loss scaling), from
+    `training.optimizer.GuardedAccumulatingAdam`."""
     import keras
 
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
     found = {}
-    for name, holder in (("nonfinite_steps", optimizer), ("nonfinite_steps", inner)):
-        value = getattr(holder, name, None)
-        if value is not None and name not in found:
+    for name in ("nonfinite_steps", "loss_scale_skips"):
+        value = getattr(optimizer, name, None)
+        if value is not None:
             found[name] = int(keras.ops.convert_to_numpy(value))
-    scale = getattr(optimizer, "dynamic_scale", None)
+    scale = getattr(optimizer, "loss_scale", None) if optimizer.loss_scaling else None
     found["loss_scale"] = float(keras.ops.convert_to_numpy(scale)) if scale is not None else None
     return found
 
@@ -223,7 +224,8 @@ def describe(row: dict) -> str:
         f"{row['precision']}: {row['step_seconds']:.4g} s an update ({row['replicas']} replicas "
         f"x {row['batch_tokens']} tokens x {row['accumulate_steps']}), "
         f"{row['target_tokens_per_s']:.0f} target tokens/s, {mfu}; skipped updates "
-        f"{row.get('nonfinite_steps', 'n/a')}, loss scale {row['loss_scale']}; checkpoint "
+        f"{row.get('nonfinite_steps', 'n/a')} non-finite, {row.get('loss_scale_skips', 'n/a')} "
+        f"loss-scale overflows, loss scale {row['loss_scale']}; checkpoint "
         f"{row['checkpoint_seconds']:.2f} s ({row['checkpoint_mb']:.0f} MB); input pipeline "
         f"{row['input_batches_per_s']:.1f} batches/s alone, headroom {row['input_headroom']:.1f}x"
     )
