@@ -42,7 +42,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import flags  # noqa: E402
-from benchmarks.serving_benchmark import environment, model_dir_for  # noqa: E402
+from benchmarks.serving_benchmark import (  # noqa: E402
+    add_model_arguments,
+    environment,
+    model_dir_for,
+)
 from keras_transformer import artifacts  # noqa: E402
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
@@ -180,13 +184,13 @@ def throughput_rows(systems: dict, texts: list[str], batch: int, rounds: int) ->
             for name, times in seconds.items()]  # fmt: skip
 
 
-def profile_rows(model_dir: str, search: SearchOptions, sentences: dict, rounds: int) -> list:
+def profile_rows(model, tokenizer, search: SearchOptions, sentences: dict, rounds: int) -> list:
     """Our in-process request timed in parts (median ms): the whole translation, its search
     (ids in, ids out), the encoder alone; string work = whole - search; steps = search -
     encoder, and per step over the mean output length."""
     from keras_transformer.decoding import Translator
 
-    model, config, tokenizer = artifacts.load_trained(model_dir)
+    config = model.config
     translator = Translator(model, tokenizer, search)
     whole = tf.function(translator.translate_tensors,
                         input_signature=[tf.TensorSpec([None], tf.string)])  # fmt: skip
@@ -244,14 +248,7 @@ def print_profile(rows: list[dict]) -> None:
 
 def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> int:
     parser = flags.parser(prog, __doc__)
-    where = parser.add_mutually_exclusive_group()
-    flags.add(where, model_dir={"help": "a trained model directory (exported here)"})
-    where.add_argument(
-        "--untrained", choices=("base", "big", "quick", "tiny"),
-        help="instead of a trained model: this preset with random weights and a --vocab-size "
-        "SentencePiece model of the bundled En-De corpus",
-    )  # fmt: skip
-    flags.add(parser, vocab_size={"default": 32000, "help": "with --untrained"})
+    add_model_arguments(parser, parser.add_mutually_exclusive_group())
     parser.add_argument("--per-length", type=int, default=12, help="sentences of each length")
     parser.add_argument("--rounds", type=int, default=3, help="passes over the sentences")
     parser.add_argument("--grpc", action="store_true", help="also through the gRPC test double")
@@ -273,7 +270,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = model_dir_for(args, workdir)
         search = SearchOptions(alpha=artifacts.run_eval_alpha(model_dir))
-        model, config, tokenizer = artifacts.load_trained(model_dir)
+        model, _, tokenizer = artifacts.load_trained(model_dir)
         texts = [src for src, _ in read_pairs("sample_en_de", "test")]
 
         def count_pieces(text):
@@ -290,7 +287,9 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
             rows = latency_rows(systems, sentences, args.rounds)
         if "_server" in systems:
             systems["_server"].stop(grace=None)
-        profile = profile_rows(model_dir, search, sentences, args.rounds) if args.profile else []
+        profile = (
+            profile_rows(model, tokenizer, search, sentences, args.rounds) if args.profile else []
+        )
     if args.throughput:
         base = next((r["median"] for r in rows if r["system"] == "CTranslate2 float32"), None)
         print("| system | batch | sentences/s | vs CTranslate2 float32 |\n|---|---:|---:|---:|")

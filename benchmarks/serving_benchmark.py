@@ -65,6 +65,18 @@ from keras_transformer.serving import client, load  # noqa: E402
 from keras_transformer.serving.export import export_savedmodel  # noqa: E402
 
 
+def add_model_arguments(parser, where) -> None:
+    """--model-dir or --untrained (in the exclusive group `where`) and --vocab-size: the
+    model `model_dir_for` gives, exported first."""
+    flags.add(where, model_dir={"help": "a trained model directory (exported first)"})
+    where.add_argument(
+        "--untrained", choices=("base", "big", "quick", "tiny"),
+        help="instead of a trained model: this preset with random weights and a --vocab-size "
+        "SentencePiece model of the bundled En-De corpus (exported first)",
+    )  # fmt: skip
+    flags.add(parser, vocab_size={"default": 32000, "help": "with --untrained"})
+
+
 def model_dir_for(args, workdir: str) -> str:
     """--model-dir, else an untrained model: --untrained's preset, else the tiny test model."""
     if args.model_dir:
@@ -205,13 +217,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving") -> int:
     parser = flags.parser(prog, __doc__)
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--export-dir", help="a version directory of an export")
-    flags.add(where, model_dir={"help": "a trained model directory (exported first)"})
-    where.add_argument(
-        "--untrained", choices=("base", "big", "quick", "tiny"),
-        help="instead of a trained model: this preset with random weights and a --vocab-size "
-        "SentencePiece model of the bundled En-De corpus (exported first)",
-    )  # fmt: skip
-    flags.add(parser, vocab_size={"default": 32000, "help": "with --untrained"})
+    add_model_arguments(parser, where)
     parser.add_argument(
         "--beam-size", type=int, default=SearchOptions().beam_size, help="when exporting here"
     )

@@ -147,9 +147,9 @@ class Devices:
         from compute capability 8.0, float16 (loss scaling) on 7.x, float32 below."""
         if not self.gpus:
             return "CPU rule: mixed_bfloat16 with AVX512_BF16 or AMX, else none (float32)"
-        if self.gpu.compute_capability >= (8, 0):
-            return "mixed_bfloat16"
-        return "mixed_float16" if self.gpu.compute_capability >= (7, 0) else "none"
+        from keras_transformer.training.precision import resolve_mixed_precision
+
+        return resolve_mixed_precision("auto", [self.gpu.compute_capability] * self.gpus)
 
     def replica_tokens(self) -> int:
         """Tokens one replica takes per batch in a paper recipe: the paper's 3125 per 16 GB
