@@ -53,7 +53,7 @@ def emulates_bfloat16(flags: set[str] | None = None) -> bool:
     """Whether TensorFlow and PyTorch emulate bfloat16 here: the CPU lacks bfloat16 arithmetic
     (neither `avx512_bf16` nor `amx_bf16` in `flags`, default this machine's /proc/cpuinfo,
     the flags `--mixed-precision auto` looks for), or `--cpu-isa` capped oneDNN below it."""
-    from keras_transformer.training.precision import has_bfloat16_arithmetic
+    from keras_transformer.precision import has_bfloat16_arithmetic
 
     return not has_bfloat16_arithmetic(flags)
 

@@ -663,7 +663,7 @@ class WarmStartConfig:
 @dataclass(frozen=True)
 class DistributionConfig:
     """Where and how the steps run: the `tf.distribute` strategy, its devices, the dtype
-    policy (`training.precision`), XLA and deterministic kernels."""
+    policy (`keras_transformer.precision`), XLA and deterministic kernels."""
 
     strategy: str = option(
         "auto",
@@ -676,7 +676,7 @@ class DistributionConfig:
     mixed_precision: str = option(
         "auto",
         "compute dtype policy; logits and loss stay float32. auto: by device "
-        "(training/precision.py): mixed_bfloat16 on GPUs of compute capability 8.0 and up "
+        "(keras_transformer/precision.py): mixed_bfloat16 on GPUs of compute capability 8.0 and up "
         "(A100, H100), mixed_float16 on 7.x (V100, T4), none (float32) on older GPUs; without "
         "GPUs mixed_bfloat16 if the CPU has bfloat16 arithmetic (AVX512_BF16 or AMX), else none",
         choices=MIXED_PRECISION,

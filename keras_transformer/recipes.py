@@ -18,7 +18,7 @@ alpha and no time limit for the other presets) are today's, written in `config.p
 is `training.regularization`'s. The paper's recipes (section 5, Table 3) are GPU-shaped:
 25000 tokens an update whatever the replica count, checkpoints every 10 minutes, the last 5
 (base) or 20 (big) averaged, dev BLEU at a cadence that costs under 2% of the run, precision
-"auto" (by the GPU's compute capability: `training.precision`).
+"auto" (by the GPU's compute capability: `keras_transformer.precision`).
 
 Plain Python: no TensorFlow import (the command detects the devices: `cli.train`).
 """
@@ -41,6 +41,7 @@ from keras_transformer.config import (
     eval_alpha_for,
     train_minutes_for,
 )
+from keras_transformer.precision import resolve_mixed_precision
 
 DEFAULT_RECIPE = RECIPES[0]
 PAPER_BATCH_TOKENS = 25_000  # source (and target) tokens of one update (paper, section 5.1)
@@ -143,12 +144,10 @@ class Devices:
         )
 
     def auto_precision(self) -> str:
-        """What `--mixed-precision auto` gives here (`training.precision`'s rule): bfloat16
-        from compute capability 8.0, float16 (loss scaling) on 7.x, float32 below."""
+        """What `--mixed-precision auto` gives here (`keras_transformer.precision`'s rule):
+        bfloat16 from compute capability 8.0, float16 (loss scaling) on 7.x, float32 below."""
         if not self.gpus:
             return "CPU rule: mixed_bfloat16 with AVX512_BF16 or AMX, else none (float32)"
-        from keras_transformer.training.precision import resolve_mixed_precision
-
         return resolve_mixed_precision("auto", [self.gpu.compute_capability] * self.gpus)
 
     def replica_tokens(self) -> int:

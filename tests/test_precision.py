@@ -1,10 +1,10 @@
-"""The training dtype policy's "auto" choice (`keras_transformer.training.precision`)."""
+"""The training dtype policy's "auto" choice (`keras_transformer.precision`)."""
 
 import pytest
 
+from keras_transformer import precision
 from keras_transformer.config import TrainingConfig
-from keras_transformer.training import precision
-from keras_transformer.training.precision import cpu_flags, resolve_mixed_precision
+from keras_transformer.precision import cpu_flags, resolve_mixed_precision
 
 AVX2 = {"fpu", "sse2", "avx", "avx2", "fma"}
 AVX512_BF16 = AVX2 | {"avx512f", "avx512_bf16"}

@@ -18,6 +18,7 @@ import tensorflow as tf
 from keras_transformer.artifacts import list_checkpoints
 from keras_transformer.data.pipeline import bucket_batch_sizes, bucket_boundaries, make_batches
 from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.precision import resolve_mixed_precision
 from keras_transformer.testing.backends import BACKEND_ENV, require
 from keras_transformer.testing.model_dir import TINY_TRAIN_FLAGS
 from keras_transformer.testing.runs import write_tsv
@@ -27,7 +28,6 @@ from keras_transformer.training.losses import (
     Perplexity,
     TokenCount,
 )
-from keras_transformer.training.precision import resolve_mixed_precision
 from keras_transformer.training.schedule import TransformerSchedule
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

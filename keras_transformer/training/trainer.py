@@ -30,6 +30,10 @@ from keras_transformer.data import corpus
 from keras_transformer.data.pipeline import make_batches
 from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from keras_transformer.model import build_transformer
+from keras_transformer.precision import (
+    gpu_compute_capabilities,
+    resolve_mixed_precision,
+)
 from keras_transformer.training import checkpoints, preflight, regularization, warm_start
 from keras_transformer.training.budget import BudgetPlanner, EndOfRun, Plan, process_start_time
 from keras_transformer.training.callbacks import PeriodicCheckpoint, ProgressLog
@@ -56,10 +60,6 @@ from keras_transformer.training.nonfinite import (  # noqa: F401  (re-exported)
     check_finite,
 )
 from keras_transformer.training.optimizer import INITIAL_LOSS_SCALE, GuardedAccumulatingAdam
-from keras_transformer.training.precision import (
-    gpu_compute_capabilities,
-    resolve_mixed_precision,
-)
 from keras_transformer.training.preemption import SignalWatch
 from keras_transformer.training.run_control import Evaluator, RunControl
 from keras_transformer.training.run_end import RunEnd
