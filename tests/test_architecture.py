@@ -18,7 +18,7 @@ RANKS = {
     "logging_utils": 0,
     "malloc": 0,
     "onednn": 0,
-    "precision": 0.5,  # the training dtype rule (reads onednn): plain Python, CPU flags and GPU capabilities
+    "precision": 0.5,  # the training dtype rule: plain Python, reads onednn
     "config": 1,
     "recipes": 1.5,  # jobs resolved for a machine: config's values, plain Python
     "layers": 2,
