@@ -67,14 +67,24 @@ def test_shards_hold_sentencepiece_ids_of_every_pair_in_order(corpus_dir):
     assert on_disk["vocabulary"]["sha256"] == manifests.sha256_of((root / "spm.model").read_bytes())
 
 
-def test_shard_batch_count_from_histogram_is_what_bucketing_gives(corpus_dir):
+@pytest.mark.parametrize("pad", [True, False])
+def test_shard_batches_are_tf_data_bucketing_and_counted_from_the_histogram(corpus_dir, pad):
+    """The vectorized batches of a shard equal tf.data's `bucket_by_sequence_length` of its
+    examples one by one, and their number is `shard_batch_count`'s arithmetic."""
     _, _, manifest = corpus_dir
-    boundaries, sizes = bucket_layout(32, 64, 1, True)
-    for index, shard in enumerate(manifest.shards):
-        examples = prepared._shard_examples(manifest.shard_path(shard), 3, 0, index, 32)
-        built = bucket_batches(examples, 32, 64, 1, True, True)
-        counted = prepared.shard_batch_count(shard, boundaries, sizes, 32)
-        assert counted == sum(1 for _ in built), index
+    boundaries, sizes = bucket_layout(32, 64, 1, pad)
+    layout = dict(boundaries=boundaries, sizes=sizes, max_length=32, pad_to_bucket_boundary=pad)
+    for index in (0, len(manifest.shards) - 1):  # a full shard, the last (partial) one
+        shard = manifest.shards[index]
+        path = manifest.shard_path(shard)
+        examples = prepared._shard_examples(path, 3, 1, index, 32)
+        reference = list(bucket_batches(examples, 32, 64, 1, pad, True))
+        got = list(prepared._shard_batches(path, 3, 1, index, layout))
+        assert (
+            len(got) == len(reference) == prepared.shard_batch_count(shard, boundaries, sizes, 32)
+        )
+        for a, b in zip(reference, got):
+            assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
 
 
 def _epoch_batches(manifest, shards=None):

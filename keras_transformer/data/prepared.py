@@ -33,7 +33,7 @@ import tensorflow as tf
 from keras_transformer.config import TrainingConfig
 from keras_transformer.data import corpus
 from keras_transformer.data import prepared_manifest as manifests
-from keras_transformer.data.pipeline import _to_dense, bucket_batches, bucket_layout
+from keras_transformer.data.pipeline import _to_dense, bucket_layout
 from keras_transformer.data.prepared_manifest import Manifest, Shard
 from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, SubwordTokenizer
 
@@ -181,20 +181,24 @@ def prepared_batches(
             f"pieces, EOS included). Received: max_length={max_length}"
         )
     seed = 0 if seed is None else seed
+    layout = dict(
+        boundaries=boundaries, sizes=sizes, max_length=max_length,
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+    )  # fmt: skip
     epoch, position, skip = _seek(start_batch, local, counts, seed)
     paths = tf.constant([manifest.shard_path(manifest.shards[i]) for i in local])
 
-    def batches_of(epoch, position):
+    def plan_of(epoch, position):
         shard = tf.gather(_epoch_order(len(local), seed, epoch), position)
-        examples = _shard_examples(paths[shard], seed, epoch, tf.gather(local, shard), max_length)
-        return bucket_batches(
-            examples, max_length, batch_tokens, num_replicas, pad_to_bucket_boundary, True
-        )
+        return _shard_plan(paths[shard], seed, epoch, tf.gather(local, shard), layout)
 
     index = tf.data.Dataset.range(epoch, _EPOCHS).flat_map(
         lambda e: tf.data.Dataset.range(len(local)).map(lambda p: (e, p))
     )
-    batches = index.skip(position).flat_map(batches_of).skip(skip)
+    # Shards are bucketed in parallel (two at a time: a shard's ids are held in memory), in
+    # order; their batches are cut in parallel, in order.
+    plans = index.skip(position).map(plan_of, num_parallel_calls=2, deterministic=True)
+    batches = plans.flat_map(lambda plan: _plan_batches(plan, layout)).skip(skip)
     return _finish(batches, num_replicas, num_workers)
 
 
@@ -227,44 +231,108 @@ def _seek(start_batch: int, local: list[int], counts: list[int], seed: int):
     raise AssertionError("unreachable: rest < sum(counts)")
 
 
-def _shard_examples(path, seed: int, epoch, shard, max_length: int) -> tf.data.Dataset:
+def _permuted_shard(path, seed: int, epoch, shard) -> dict[str, tf.RaggedTensor]:
     """One shard's examples in the permutation drawn from (seed, epoch, shard), as
-    `pipeline.tokenize_pairs` gives them (source + EOS, BOS + target, target + EOS), those
-    longer than `max_length` left out."""
-    serialized = tf.data.TFRecordDataset(path).batch(2**31 - 1)  # one element: the shard
+    `pipeline.tokenize_pairs` gives them: ragged int32 (n, None) `source` + EOS, BOS +
+    `target`, `labels` = target + EOS."""
+    records = tf.data.TFRecordDataset(path).batch(2**31 - 1).get_single_element()  # (n,)
+    parsed = tf.io.parse_example(records, _FEATURES)
+    key = tf.stack(
+        [tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64) * 2**20 + tf.cast(shard, tf.int64)]
+    )
+    order = tf.random.experimental.stateless_shuffle(tf.range(tf.size(records)), seed=key)
+    source = tf.cast(tf.gather(parsed["source"], order), tf.int32)  # ragged (n, None)
+    target = tf.cast(tf.gather(parsed["target"], order), tf.int32)  # ragged (n, None)
+    column = tf.fill([source.nrows(), 1], EOS_ID)  # -> (n, 1)
+    eos = tf.RaggedTensor.from_tensor(column, row_splits_dtype=source.row_splits.dtype)
+    bos = tf.RaggedTensor.from_tensor(
+        column - EOS_ID + BOS_ID, row_splits_dtype=eos.row_splits.dtype
+    )
+    return {
+        "source": tf.concat([source, eos], axis=1),
+        "target": tf.concat([bos, target], axis=1),
+        "labels": tf.concat([target, eos], axis=1),
+    }
 
-    def permuted(records):
-        parsed = tf.io.parse_example(records, _FEATURES)
-        key = tf.stack(
-            [
-                tf.constant(seed, tf.int64),
-                tf.cast(epoch, tf.int64) * 2**20 + tf.cast(shard, tf.int64),
-            ]
-        )
-        order = tf.random.experimental.stateless_shuffle(tf.range(tf.size(records)), seed=key)
-        source = tf.cast(tf.gather(parsed["source"], order), tf.int32)  # ragged (n, None)
-        target = tf.cast(tf.gather(parsed["target"], order), tf.int32)  # ragged (n, None)
-        splits = source.row_splits.dtype
-        eos = tf.RaggedTensor.from_tensor(
-            tf.fill([source.nrows(), 1], EOS_ID), row_splits_dtype=splits
-        )
-        bos = tf.RaggedTensor.from_tensor(
-            tf.fill([source.nrows(), 1], BOS_ID), row_splits_dtype=splits
-        )
-        return tf.data.Dataset.from_tensor_slices(
-            {
-                "source": tf.concat([source, eos], axis=1),
-                "target": tf.concat([bos, target], axis=1),
-                "labels": tf.concat([target, eos], axis=1),
-            }
-        )
+
+def _shard_examples(path, seed: int, epoch, shard, max_length: int) -> tf.data.Dataset:
+    """`_permuted_shard` one example at a time, those longer than `max_length` left out: the
+    input `bucket_batches` (tf.data's bucketing) takes, the reference of `_shard_batches`."""
 
     def fits(example):
         return tf.logical_and(
             tf.size(example["source"]) <= max_length, tf.size(example["labels"]) <= max_length
         )
 
-    return serialized.flat_map(permuted).map(_to_dense).filter(fits)
+    examples = tf.data.Dataset.range(1).map(lambda _: _permuted_shard(path, seed, epoch, shard))
+    return examples.flat_map(tf.data.Dataset.from_tensor_slices).map(_to_dense).filter(fits)
+
+
+def _shard_plan(path, seed: int, epoch, shard, layout: dict) -> dict[str, tf.Tensor]:
+    """One shard's epoch, bucketed on the whole shard at once: its kept examples in batch order
+    (ragged int32 `source`, `target`, `labels` (rows, None)) and per batch int32 `starts`,
+    `sizes` and `buckets` (batches,). The batches are those of `bucket_batches(
+    _shard_examples(...), drop_remainder=True)`: an example's bucket and its rank among the
+    bucket's earlier examples give its batch, and a batch is emitted when its last example
+    arrives, as tf.data's `bucket_by_sequence_length` does."""
+    sizes = tf.constant(layout["sizes"], tf.int32)
+    examples = _permuted_shard(path, seed, epoch, shard)
+    length = tf.maximum(examples["source"].row_lengths(), examples["labels"].row_lengths())
+    kept = tf.cast(tf.where(length <= layout["max_length"])[:, 0], tf.int32)  # (k,) in order
+    k = tf.shape(kept)[0]
+    boundaries = tf.constant(layout["boundaries"], tf.int32)
+    bucket = tf.searchsorted(boundaries, tf.cast(tf.gather(length, kept), tf.int32), "right")
+    one_hot = tf.one_hot(bucket, len(layout["sizes"]), dtype=tf.int32)  # -> (k, buckets)
+    rank = tf.reduce_sum((tf.cumsum(one_hot, axis=0) - one_hot) * one_hot, axis=1)  # (k,)
+    size = tf.gather(sizes, bucket)  # (k,)
+    in_full = rank // size < tf.gather(tf.reduce_sum(one_hot, axis=0) // sizes, bucket)
+    last = tf.logical_and(in_full, rank % size == size - 1)  # a batch's last example
+    key = bucket * (k + 1) + rank // size  # (k,) its batch: (bucket, rank // size)
+    emission = tf.math.unsorted_segment_max(tf.range(k), key, tf.reduce_max(key) + 1)
+    members = tf.boolean_mask(tf.range(k), in_full)  # positions in `kept`
+    order = tf.argsort(tf.gather(emission, tf.boolean_mask(key, in_full)) * k + members)
+    rows = tf.gather(kept, tf.gather(members, order))  # examples in batch order
+    batch_sizes = tf.boolean_mask(size, last)
+    plan = {name: tf.gather(examples[name], rows) for name in ("source", "target", "labels")}
+    plan.update(
+        starts=tf.cumsum(batch_sizes, exclusive=True),
+        sizes=batch_sizes,
+        buckets=tf.boolean_mask(bucket, last),
+    )
+    return plan
+
+
+def _plan_batches(plan: dict[str, tf.Tensor], layout: dict) -> tf.data.Dataset:
+    """A `_shard_plan`'s batches, padded as `bucket_batches` pads them: per batch a slice of
+    rows and a pad, in parallel, in order."""
+    boundaries = tf.constant(layout["boundaries"], tf.int32)
+
+    def batch(start, count, bucket_id):
+        width = _bucket_width(boundaries, bucket_id, layout)
+        padded = {}
+        for name in ("source", "target", "labels"):
+            values = plan[name][start : start + count].to_tensor()  # -> (count, longest)
+            if width is not None:
+                values = tf.pad(values, [[0, 0], [0, width - tf.shape(values)[1]]])
+            padded[name] = values  # -> (count, width)
+        return padded
+
+    slices = tf.data.Dataset.from_tensor_slices((plan["starts"], plan["sizes"], plan["buckets"]))
+    return slices.map(batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def _shard_batches(path, seed: int, epoch, shard, layout: dict) -> tf.data.Dataset:
+    """`_plan_batches` of one shard's `_shard_plan`."""
+    plan = tf.data.Dataset.range(1).map(lambda _: _shard_plan(path, seed, epoch, shard, layout))
+    return plan.flat_map(lambda p: _plan_batches(p, layout))
+
+
+def _bucket_width(boundaries: tf.Tensor, bucket_id, layout: dict):
+    """The padded length of a bucket's batches: its upper bound - 1 when padding to bucket
+    boundaries (the last bucket never holds a kept example then), else None (the longest)."""
+    if not layout["pad_to_bucket_boundary"]:
+        return None
+    return tf.gather(boundaries, tf.minimum(bucket_id, tf.size(boundaries) - 1)) - 1
 
 
 def training_batches(
