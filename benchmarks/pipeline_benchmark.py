@@ -7,7 +7,8 @@ shards).
 
 Corpora: the bundled `sample_en_de`; a TSV of `--pairs` generated pairs with WMT14 En-De-like
 lengths (log-normal, median 22 words, Zipf words: written to `--work-dir`, never committed);
-the TFDS WMT path on `tfds.testing.mock_data`. Stages, each a whole pass over the corpus:
+the TFDS WMT path on `tfds.testing.mock_data`. Stages, each a pass over the corpus's first
+`--stage-pairs` pairs (prepare and the resumes use the whole corpus):
 `read` (text pairs), `tokenize_serial` (the pipeline before issue 51: dense rows one at a time
 on one thread), `tokenize` (now), `batches` (tokenize, shuffle, bucket: `make_batches`),
 `prepared` (`prepared_batches` of the corpus prepared once; `prepare` is timed too). "1 core":
@@ -75,8 +76,9 @@ def _stages(dataset: str, tokenizer, args, manifest=None) -> dict:
 
     from keras_transformer.data import corpus, pipeline, prepared
 
-    def text():
-        return corpus.load_corpus(dataset, "train", data_dir=args.data_dir).prefetch(64)
+    def text():  # the first --stage-pairs pairs
+        pairs = corpus.load_corpus(dataset, "train", data_dir=args.data_dir)
+        return pairs.take(args.stage_pairs).prefetch(64)
 
     def serial_tokenize(pairs):  # the pipeline before issue 51: dense rows on one thread
         return (
@@ -112,7 +114,8 @@ def _stages(dataset: str, tokenizer, args, manifest=None) -> dict:
         ),
     }  # fmt: skip
     if manifest is not None:
-        epoch = _epoch_batches(manifest, args)
+        share = min(1.0, args.stage_pairs / manifest.examples)  # about --stage-pairs pairs
+        epoch = max(1, round(_epoch_batches(manifest, args) * share))
         builds["prepared"] = (
             lambda: prepared.prepared_batches(manifest, **common, seed=1).take(epoch),
             count_batch,
@@ -228,6 +231,9 @@ def run(args) -> dict:
 def main(argv=None, prog: str = "python benchmarks/run.py profile pipeline") -> None:
     parser = flags.parser(prog, __doc__)
     parser.add_argument("--pairs", type=int, default=1_000_000, help="generated TSV's pairs")
+    parser.add_argument(
+        "--stage-pairs", type=int, default=100_000, help="pairs each stage's timed pass reads"
+    )
     parser.add_argument("--mock-pairs", type=int, default=20_000, help="TFDS mock pairs")
     parser.add_argument("--corpora", nargs="+", default=["sample", "generated", "tfds_mock"])
     parser.add_argument("--work-dir", default="/tmp/keras_transformer_pipeline_benchmark")

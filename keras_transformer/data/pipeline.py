@@ -254,3 +254,17 @@ def _batch_options() -> tf.data.Options:
     options.deterministic = True
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return options
+
+
+def through_data_service(batches: tf.data.Dataset, address: str) -> tf.data.Dataset:
+    """`batches` produced by the tf.data service at `address` (a dispatcher,
+    `grpc://HOST:PORT`): its workers run the whole pipeline, this process only receives the
+    batches. Without sharding, each service worker produces the whole stream: with one worker
+    the order is `batches`' own; with several, the client takes batches from them in turn
+    (arrival order), so the stream is no longer indexed by step. The dataset's readers must be
+    graph ops (TFRecords, TFDS): a Python generator cannot be sent to a worker."""
+    service = tf.data.experimental.service
+    distributed = batches.apply(
+        service.distribute(processing_mode=service.ShardingPolicy.OFF, service=address)
+    )
+    return distributed.prefetch(tf.data.AUTOTUNE).with_options(_batch_options())
