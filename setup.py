@@ -36,6 +36,7 @@ setup(
             # keras_transformer/cli/train.py: where pipelines/train_wmt.py's code moves
             "keras-transformer-train = keras_transformer.cli.train:main",
             "keras-transformer-evaluate = keras_transformer.cli.evaluate:main",
+            "keras-transformer-prepare-data = keras_transformer.cli.prepare_data:main",
             "keras-transformer-translate = keras_transformer.cli.translate:main",
             "keras-transformer-score = keras_transformer.cli.score:main",
             "keras-transformer-plot-attention = keras_transformer.cli.plot_attention:main",

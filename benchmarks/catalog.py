@@ -68,6 +68,9 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
         "tf": Kind("profile_train_step", "where a TensorFlow train step's time goes"),
         "jax": Kind("profile_train_step_jax", "where a JAX (GPU) train step's time goes"),
         "input": Kind("input_pipeline", "padding waste and speed of the input pipeline"),
+        "pipeline": Kind(
+            "pipeline_benchmark", "pairs/s per core by stage, first batch, resume: seek vs replay"
+        ),
     },
 }
 

@@ -457,6 +457,12 @@ class DataConfig:
         "German -> English with sample_en_de); dev and test BLEU use the swapped references",
     )
     data_dir: str | None = option(None, "TFDS data directory for the WMT datasets")
+    data_service: str | None = option(
+        None,
+        "tf.data service dispatcher (grpc://HOST:PORT) whose workers run the training input "
+        "pipeline, for input that outgrows this host's cores (BUILD.md); a prepared:DIR or "
+        "wmt14_* dataset (graph-only readers), files the service's workers can read",
+    )
 
     def split_dataset(self, split: str) -> tuple[str, str]:
         """`(dataset, split of it)` that the run reads as its "train", "dev" or "test" split:

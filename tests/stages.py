@@ -23,6 +23,7 @@ from __future__ import annotations
 
 SLOW = frozenset(
     {
+        "tests/test_prepared_data.py::test_shard_batches_are_tf_data_bucketing_and_counted_from_the_histogram[False]",
         # Whole files: a module fixture builds an export, a converted or trained model.
         "tests/test_accumulation.py",
         "tests/test_backends.py",
@@ -100,7 +101,9 @@ SLOW = frozenset(
 
 SERIAL = frozenset(
     {
+        "tests/test_data_service.py",  # a tf.data service in process, training runs reading it
         "tests/test_exact_resume.py",
+        "tests/test_prepared_data.py::test_kill9_and_rerun_on_prepared_shards_equals_uninterrupted_run",
         "tests/test_loss_scaling.py::test_an_overflow_on_replica_1_only_is_skipped_on_both_replicas",
         "tests/test_loss_scaling.py::test_two_workers_skip_an_overflow_on_one_worker_together_and_neither_hangs",
         "tests/test_multi_worker.py",

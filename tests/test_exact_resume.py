@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import random
-import signal
-import subprocess
-import time
 
 import numpy as np
 import pytest
 
-from keras_transformer.testing.runs import ENV, max_abs_difference, run, train_command, write_tsv
+from keras_transformer.testing.runs import (
+    kill_after_step,
+    max_abs_difference,
+    run,
+    train_command,
+    write_tsv,
+)
 
 
 def test_training_stream_is_indexed_by_step(tmp_path):
@@ -49,25 +52,6 @@ def test_training_stream_is_indexed_by_step(tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(full[17:], resumed))
 
 
-def _kill_after_step(command, step, timeout=600):
-    """Start `command`, SIGKILL it once its log says `step` is done; returns that step."""
-    process = subprocess.Popen(
-        command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + timeout
-    try:
-        for line in process.stderr:
-            if f" step {step}/" in line:
-                process.send_signal(signal.SIGKILL)
-                break
-            assert time.monotonic() < deadline, "no progress"
-    finally:
-        process.kill()
-        process.wait()
-    assert process.returncode == -signal.SIGKILL
-    return step
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "replicas, accumulate",
@@ -82,7 +66,7 @@ def test_kill9_and_rerun_equals_uninterrupted_run(tmp_path, replicas, accumulate
     uninterrupted = train_command(tmp_path / "pairs.tsv", tmp_path / "a", *flags)
     resumed = train_command(tmp_path / "pairs.tsv", tmp_path / "b", *flags)
     assert run(uninterrupted).returncode == 0
-    killed_at = _kill_after_step(resumed, random.randint(every + 1, steps - every - 1))
+    killed_at = kill_after_step(resumed, random.randint(every + 1, steps - every - 1))
     assert not (tmp_path / "b" / "final.weights.h5").exists()
     result = run(resumed)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -51,6 +51,7 @@ import tensorflow as tf
 from keras_transformer.config import DataConfig
 from keras_transformer.data import corpus_files as files
 from keras_transformer.data import mixture
+from keras_transformer.data import prepared_manifest as manifests
 from keras_transformer.data.corpus_files import TEXT_PREFIX
 
 DATASETS = ("sample_en_de", "sample_en_fr", "wmt14_en_de", "wmt14_en_fr")
@@ -121,7 +122,10 @@ def read_pairs(
         max_chars: skip a pair when either side has more characters than this.
         stats: if given, filled in with the counts while reading.
         reverse: yield `(target, source)`: translate the other way.
+
+    `prepared:DIR` reads the text of the corpus DIR was prepared from (`data.prepared`).
     """
+    dataset = _text_of(dataset)
     _check_split(split, dataset)
     _check_positive("max_chars", max_chars)
     if limit is not None and limit < 0:
@@ -158,6 +162,7 @@ def load_corpus(
     Same pairs, in the same order, as `read_pairs`. For `wmt14_*` it is a TFDS
     pipeline with the cleaning done in-graph; otherwise it wraps `read_pairs`.
     """
+    dataset = _text_of(dataset)
     _check_split(split, dataset)
     _check_positive("max_chars", max_chars)
     if dataset in _TFDS_NAMES:
@@ -215,6 +220,11 @@ def carve_keys(path: Path, reverse: bool = False) -> tuple[frozenset[bytes], fro
     from (`corpus_files.carve_keys`)."""
     side = int(reverse)
     return files.carve_keys(_tsv_side(line, side) for line in files.read_lines(path))
+
+
+def _text_of(dataset: str) -> str:
+    """The text corpus of `dataset`: itself, or the one a `prepared:DIR` was prepared from."""
+    return manifests.load(dataset).dataset if manifests.is_prepared(dataset) else dataset
 
 
 def _check_split(split: str, dataset: str) -> None:

@@ -92,7 +92,7 @@ def tokenize_pairs(
         pairs.batch(512)
         .map(_tokenize(tokenizer), num_parallel_calls=tf.data.AUTOTUNE)
         .unbatch()
-        .map(_to_dense)
+        .map(_to_dense, num_parallel_calls=tf.data.AUTOTUNE)  # in order: deterministic options
         .filter(fits)
     )
 
@@ -190,27 +190,61 @@ def make_batches(
         examples = examples.cache()  # filled by the first full pass: never read partially
     if training:
         examples = shuffled_epochs(examples, shuffle_buffer, seed)
+    batches = bucket_batches(
+        examples, max_length, batch_tokens, num_replicas, pad_to_bucket_boundary, training
+    )
+    if skip_batches:
+        batches = batches.skip(skip_batches)
+    return finish_batches(batches, num_replicas, training)
+
+
+def bucket_layout(
+    max_length: int, batch_tokens: int, num_replicas: int, pad_to_bucket_boundary: bool
+) -> tuple[list[int], list[int]]:
+    """`(boundaries, sentences per global batch of each bucket)` of `bucket_batches`: an
+    example of length L (`max(source, labels)`) goes to bucket `sum(b <= L for b in
+    boundaries)`."""
     boundaries = bucket_boundaries(max_length)
     if pad_to_bucket_boundary and boundaries[-1] <= max_length:
         boundaries.append(max_length + 1)  # tf.data needs every length below the last boundary
-    sizes = bucket_batch_sizes(boundaries, max_length, batch_tokens, num_replicas)
-    batches = examples.bucket_by_sequence_length(
+    return boundaries, bucket_batch_sizes(boundaries, max_length, batch_tokens, num_replicas)
+
+
+def bucket_batches(
+    examples: tf.data.Dataset,
+    max_length: int,
+    batch_tokens: int,
+    num_replicas: int,
+    pad_to_bucket_boundary: bool,
+    drop_remainder: bool,
+) -> tf.data.Dataset:
+    """Tokenized examples (`source`, `target`, `labels` 1-D) -> length-bucketed, padded
+    batches of at most `batch_tokens` tokens a replica (`bucket_layout`)."""
+    boundaries, sizes = bucket_layout(
+        max_length, batch_tokens, num_replicas, pad_to_bucket_boundary
+    )
+    return examples.bucket_by_sequence_length(
         element_length_func=lambda e: tf.maximum(tf.size(e["source"]), tf.size(e["labels"])),
         bucket_boundaries=boundaries,
         bucket_batch_sizes=sizes,
         padding_values={"source": PAD_ID, "target": PAD_ID, "labels": PAD_ID},
         pad_to_bucket_boundary=pad_to_bucket_boundary,
-        drop_remainder=training,
+        drop_remainder=drop_remainder,
     )
-    if skip_batches:
-        batches = batches.skip(skip_batches)
+
+
+def finish_batches(
+    batches: tf.data.Dataset, num_replicas: int, training: bool, options=None
+) -> tf.data.Dataset:
+    """Bucketed batches -> `({"source", "target"}, labels)` for `model.fit`, prefetched, with
+    `options` (default `_batch_options()`)."""
     if not training and num_replicas > 1:
         batches = batches.map(_pad_rows_to_multiple(num_replicas))
     batches = batches.map(
         lambda e: ({"source": e["source"], "target": e["target"]}, e["labels"]),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
-    return batches.prefetch(tf.data.AUTOTUNE).with_options(_batch_options())
+    return batches.prefetch(tf.data.AUTOTUNE).with_options(options or _batch_options())
 
 
 def _batch_options() -> tf.data.Options:
@@ -220,3 +254,17 @@ def _batch_options() -> tf.data.Options:
     options.deterministic = True
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return options
+
+
+def through_data_service(batches: tf.data.Dataset, address: str) -> tf.data.Dataset:
+    """`batches` produced by the tf.data service at `address` (a dispatcher,
+    `grpc://HOST:PORT`): its workers run the whole pipeline, this process only receives the
+    batches. Without sharding, each service worker produces the whole stream: with one worker
+    the order is `batches`' own; with several, the client takes batches from them in turn
+    (arrival order), so the stream is no longer indexed by step. The dataset's readers must be
+    graph ops (TFRecords, TFDS): a Python generator cannot be sent to a worker."""
+    service = tf.data.experimental.service
+    distributed = batches.apply(
+        service.distribute(processing_mode=service.ShardingPolicy.OFF, service=address)
+    )
+    return distributed.prefetch(tf.data.AUTOTUNE).with_options(_batch_options())

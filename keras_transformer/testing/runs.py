@@ -13,8 +13,10 @@ editable there), so these runs test the script a user runs.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -51,6 +53,25 @@ def train_command(tsv, model_dir, *flags: str, steps: int = 30, every: int = 5) 
         "2", "--eval-limit", "0", "--export-dir", "none", "--log-every-steps", "1",
         "--eval-every-steps", "0", *flags,
     ]  # fmt: skip
+
+
+def kill_after_step(command, step, timeout=600):
+    """Start `command`, SIGKILL it once its log says `step` is done; returns that step."""
+    process = subprocess.Popen(
+        command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        for line in process.stderr:
+            if f" step {step}/" in line:
+                process.send_signal(signal.SIGKILL)
+                break
+            assert time.monotonic() < deadline, "no progress"
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+    return step
 
 
 def run(command: list[str], timeout: float = 600) -> subprocess.CompletedProcess:

@@ -26,8 +26,9 @@ import tensorflow as tf
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig, TransformerConfig
-from keras_transformer.data import corpus
-from keras_transformer.data.pipeline import make_batches
+from keras_transformer.data import corpus, prepared
+from keras_transformer.data import prepared_manifest as manifests
+from keras_transformer.data.pipeline import make_batches, through_data_service
 from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from keras_transformer.model import build_transformer
 from keras_transformer.precision import (
@@ -138,6 +139,8 @@ def compile_model(
 
 
 def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
+    """`(train, dev)` datasets: train from batch `skip_batches` on, read from a prepared corpus
+    (a seek: `data.prepared`) or tokenized on the fly (a replay); dev None if empty."""
     common = dict(
         tokenizer=tokenizer,
         max_length=cfg.architecture.max_length,
@@ -145,13 +148,28 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
         num_replicas=num_replicas,
         cache=not corpus.uses_tfds(cfg.data.dataset),  # WMT's millions of pairs stay streamed
     )
-    train = make_batches(
-        corpus.load_split(cfg.data, "train"),
-        training=True,
-        seed=cfg.recipe.seed,
-        skip_batches=skip_batches,
-        **common,
-    )
+    service = cfg.data.data_service
+    if service and not (
+        manifests.is_prepared(cfg.data.dataset) or corpus.uses_tfds(cfg.data.dataset)
+    ):
+        raise ValueError(
+            "The tf.data service runs graph-only input pipelines: prepare the corpus "
+            "(keras-transformer-prepare-data) and train on prepared:DIR. Received: "
+            f"dataset={cfg.data.dataset!r}, data_service={service!r}"
+        )
+    if manifests.is_prepared(cfg.data.dataset):
+        train = prepared.training_batches(cfg, tokenizer, num_replicas, skip_batches)
+    else:
+        train = make_batches(
+            corpus.load_split(cfg.data, "train"),
+            training=True,
+            seed=cfg.recipe.seed,
+            skip_batches=skip_batches,
+            **common,
+        )
+    if service:
+        logger.info("Training batches from the tf.data service at %s", service)
+        train = through_data_service(train, service)
     dev = make_batches(corpus.load_split(cfg.data, "dev"), training=False, **common)
     num_dev_batches = int(dev.reduce(0, lambda count, _: count + 1))
     if num_dev_batches == 0:

@@ -26,6 +26,7 @@ import numpy as np
 
 from keras_transformer import artifacts, constants
 from keras_transformer.config import ArchitectureConfig, TrainingConfig, TransformerConfig
+from keras_transformer.data import prepared_manifest as manifests
 
 logger = logging.getLogger("keras_transformer")
 # ArchitectureConfig fields that override a preset's sizes (None: the preset's).
@@ -124,9 +125,13 @@ def vocabulary_source(cfg: TrainingConfig) -> str | None:
 def resolve(cfg: TrainingConfig) -> TrainingConfig:
     """`cfg` with the architecture of its `init_from` run and the vocabulary size of its
     `vocab` (unchanged without either). Refuses, with a ValueError naming both values, a
-    conflicting architecture flag, two vocabularies, or a model_dir trained otherwise."""
+    conflicting architecture flag, two vocabularies, or a model_dir trained otherwise. A
+    prepared corpus (`prepared:DIR`) without `vocab` or `init_from` brings its vocabulary."""
     _check_freeze_unchanged(cfg)
     init_from, vocab = cfg.warm_start.init_from, cfg.warm_start.vocab
+    if init_from is None and vocab is None and manifests.is_prepared(cfg.data.dataset):
+        vocab = manifests.load(cfg.data.dataset).vocabulary_file  # the corpus's own
+        cfg = cfg.replace(vocab=vocab)
     if init_from is None and vocab is None:
         return cfg
     pieces = piece_count(vocab) if vocab is not None else None
