@@ -1,0 +1,127 @@
+"""Inline markup (`data/markup.py`): parsing rules on hand-written cases, tags put back
+around hand-aligned words (nested, self-closing, around the whole sentence, a word that moves
+in German word order), well-formedness and equal tags checked by Python's XML parser on
+random alignments, malformed and hostile markup."""
+
+import re
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.data import markup as mk
+
+
+def _parse(text):
+    parsed = mk.parse_markup(tf.constant([text]))
+    return {
+        "text": parsed.text[0].numpy().decode(),
+        "tags": [t.decode() for t in parsed.tags[0].numpy()],
+        "first": parsed.first[0].numpy().tolist(),
+        "last": parsed.last[0].numpy().tolist(),
+        "warning": parsed.warnings[0].numpy().decode(),
+    }
+
+
+PARSE_CASES = (
+    ("paired", "Click <b>OK</b> now.", "Click OK now.", ["<b>", "</b>"], [1, None], [1, None]),
+    (
+        "attributes kept verbatim",
+        "See <a href=\"x.html#a\" class='k'>the help page</a>.",
+        "See the help page.",
+        ["<a href=\"x.html#a\" class='k'>", "</a>"], [1, None], [3, None],
+    ),
+    (
+        "nested",
+        "<p>Choose <span class=\"emph\">Format - <b>Cells</b></span></p>",
+        "Choose Format - Cells",
+        ["<p>", '<span class="emph">', "<b>", "</b>", "</span>", "</p>"],
+        [0, 1, 3, None, None, None], [3, 3, 3, None, None, None],
+    ),
+    ("self-closing", 'Press <x id="1"/> then <br/>', "Press  then ", ['<x id="1"/>', "<br/>"],
+     [1, 2], [0, 1]),
+    ("entities", "a &lt; b &amp; <b>c</b>", "a < b & c", ["<b>", "</b>"], [4, None], [4, None]),
+    ("stray less-than", "a < b and c > d", "a < b and c > d", [], [], []),
+    ("inside a word", "Ze<b>ll</b>en", "Zellen", ["<b>", "</b>"], [0, None], [0, None]),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "text", "plain", "tags", "first", "last"), PARSE_CASES)
+def test_parse_case(case, text, plain, tags, first, last):
+    got = _parse(text)
+    assert (got["text"], got["tags"], got["warning"]) == (plain, tags, "")
+    for i, (low, high) in enumerate(zip(first, last)):
+        if low is not None:
+            assert (got["first"][i], got["last"][i]) == (low, high), (case, i)
+
+
+@pytest.mark.parametrize(
+    "text", ["<b>unclosed", "<b>crossing <i>tags</b></i>", "stray</b> close", "<b>x</i>"]
+)
+def test_malformed_markup_is_text_with_a_warning(text):
+    got = _parse(text)
+    assert (got["text"], got["tags"], got["warning"]) == (text, [], mk.MALFORMED)
+
+
+INSERT_CASES = (
+    # source, translation, links (source word of each output word), expected
+    ("Click <b>OK</b> now.", "Klicken Sie jetzt auf OK.", [0, 0, 2, 1, 1],
+     "Klicken Sie jetzt <b>auf OK.</b>"),
+    ("<p>All of it.</p>", "Alles davon.", [0, 2], "<p>Alles davon.</p>"),
+    ("The document will be <b>printed</b> in black.", "Das Dokument wird in Schwarz gedruckt.",
+     [0, 1, 2, 5, 6, 4], "Das Dokument wird in Schwarz <b>gedruckt.</b>"),
+    ("<p>Choose <span class=\"emph\">Format - <b>Cells</b></span> now</p>",
+     "Wählen Sie jetzt Format - Zellen", [0, 0, 4, 1, 2, 3],
+     "<p>Wählen Sie jetzt <span class=\"emph\">Format - <b>Zellen</b></span></p>"),
+    ('Press <x id="1"/> then Enter', "Drücken Sie dann Enter", [0, 0, 1, 2],
+     'Drücken Sie <x id="1"/>dann Enter'),
+    ("a &lt; <b>b</b>", "a < b", [0, 1, 2], "a &lt; <b>b</b>"),
+    ("<b>x</b> y", "", [], "<b></b>"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "translation", "links", "expected"), INSERT_CASES)
+def test_insert_case(source, translation, links, expected):
+    parsed = mk.parse_markup(tf.constant([source]))
+    links = tf.constant([links], tf.int32) if links else tf.zeros([1, 0], tf.int32)
+    assert mk.insert_tags(parsed, [translation], links)[0].numpy().decode() == expected
+
+
+def _tag_skeleton(text):
+    return re.findall(mk.TAG, text)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_alignments_keep_tags_well_formed_and_equal(seed):
+    rng = np.random.default_rng(seed)
+    sources = [
+        '<p>Choose <span class="emph">Format - <b>Cells</b></span> and <i>click</i> OK.</p>',
+        "<b>One</b> <i>two</i> <u>three</u> four <x/> five",
+        "<a href='h'>Open <b>the</b> file</a> and <b>save <i>it</i></b> now",
+    ]
+    translations = ["Eins zwei drei vier fünf sechs", "a b", "x y z w v u t s r"]
+    parsed = mk.parse_markup(tf.constant(sources))
+    words = [len(s.split()) for s in parsed.text.numpy()]
+    links = [rng.integers(-1, n, size=len(t.split())) for n, t in zip(words, translations)]
+    out = mk.insert_tags(parsed, translations, tf.ragged.constant(links).to_tensor(-1))
+    for source, translation, result in zip(sources, translations, out.numpy()):
+        result = result.decode()
+        ET.fromstring(f"<root>{result}</root>")  # well-formed XML
+        assert _tag_skeleton(result) == _tag_skeleton(source)  # same tags, same order
+        assert re.sub(mk.TAG, "", result).split() == translation.split()
+
+
+def test_hostile_markup_is_answered_in_bounded_time():
+    nested = "<b>" * 10_000 + "x" + "</b>" * 10_000
+    huge = '<span title="' + "a" * 50_000 + '">x</span> y'
+    start = time.perf_counter()
+    parsed = mk.parse_markup(tf.constant([nested, huge]))
+    out = mk.insert_tags(parsed, ["x", "X Y"], tf.constant([[0, 0], [0, 1]]))
+    assert time.perf_counter() - start < 20
+    assert parsed.warnings.numpy().tolist() == [mk.TOO_MANY.encode(), b""]
+    assert out.numpy().tolist() == [
+        b"x",
+        ('<span title="' + "a" * 50_000 + '">X</span> Y').encode(),
+    ]
