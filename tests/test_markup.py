@@ -125,3 +125,39 @@ def test_hostile_markup_is_answered_in_bounded_time():
         b"x",
         ('<span title="' + "a" * 50_000 + '">X</span> Y').encode(),
     ]
+
+
+@pytest.mark.slow  # loads the shared export and traces the markup path in process: ~60 s
+def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, one_layer_model_dir):
+    from keras_transformer import SearchOptions, artifacts
+    from keras_transformer.decoding.alignments import align_tensors, word_start_table
+    from keras_transformer.decoding.markup_translation import translate_markup
+    from keras_transformer.serving import export as ex
+    from keras_transformer.serving.client import format_results
+
+    model, _, tokenizer = artifacts.load_trained(one_layer_model_dir)
+    translator = ex.make_translator(model, tokenizer, SearchOptions(beam_size=2))
+    starts = word_start_table(tokenizer.model_proto)
+    texts = [
+        'Click <b>OK</b> at https://x.org now. <p>The cat <x id="1"/> sleeps.</p>',
+        "a < b and <i>c",
+        "<b>" * 10_000 + "x" + "</b>" * 10_000,
+        "",
+    ]
+    spec = [tf.TensorSpec([None], tf.string)]
+    want = tf.function(lambda t: translate_markup(translator, t, starts), spec)(tf.constant(texts))
+    loaded = tf.saved_model.load(serving_export_dir)
+    got = loaded.signatures["translate_markup"](text=tf.constant(texts))
+    for key in ("translations", "alignments", "warnings"):
+        assert got[key].numpy().tolist() == want[key].numpy().tolist(), key
+    np.testing.assert_allclose(got["scores"].numpy(), want["scores"].numpy(), atol=1e-5)
+    assert got["warnings"].numpy().tolist()[1:3] == [mk.MALFORMED.encode(), mk.TOO_MANY.encode()]
+    first = got["translations"].numpy()[0].decode()
+    assert _tag_skeleton(first) == _tag_skeleton(texts[0]) and "https://x.org" in first
+    sources, targets = ["The cat sleeps.", ""], ["Der Hund schläft", "x"]
+    aligned = loaded.signatures["align"](source=tf.constant(sources), target=tf.constant(targets))
+    expected = align_tensors(model, tokenizer, sources, targets, starts)["alignments"]
+    assert aligned["alignments"].numpy().tolist() == expected.numpy().tolist()
+    lines = format_results(sources, {"alignments": ["0-0", ""]}, targets=targets)
+    assert lines == ["0-0", ""]
+    assert not ex.unservable_ops(serving_export_dir)  # stock TF Serving's op set

@@ -14,9 +14,9 @@ byte for byte); a `<` that does not start one ("a < b") is text. Entities (`&lt;
 &quot; &apos;`) are decoded for the model and text is escaped again in the output. Words are
 whitespace words of the text without tags: an opening or self-closing tag stands before the
 word it touches or the next one, a closing tag after the word it touches or the one before.
-An input whose tags do not nest (unclosed, crossing, stray closing tags) or that has more than
-`MAX_TAGS` tags is translated as text (tags included) and gets a warning: a request never
-fails on markup.
+An input whose tags do not nest (unclosed, crossing, stray closing tags) is translated as
+text (tags included), one with more than `MAX_TAGS` tags without its tags (bounded work), and
+both get a warning: a request never fails on markup.
 
 Placing. Each element covers the output words aligned to its source words (`links`: the
 source word of each output word), from the first to the last. The covers are then made to
@@ -41,7 +41,7 @@ ATTRIBUTE = r"\s+[^\s=<>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))?"
 TAG = f"</{NAME}\\s*>|<{NAME}(?:{ATTRIBUTE})*\\s*/?>"
 MAX_TAGS = 256  # per input; more is translated as text with a warning (bounded work)
 MALFORMED = "malformed markup (unclosed, crossing or stray tags): translated as text"
-TOO_MANY = f"more than {MAX_TAGS} tags: translated as text"
+TOO_MANY = f"more than {MAX_TAGS} tags: translated without them"
 DECODE = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&#39;", "'"),
           ("&amp;", "&"))  # fmt: skip  # &amp; last: "&amp;lt;" is "&lt;" as text
 ENCODE = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
@@ -50,7 +50,7 @@ ENCODE = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 class ParsedMarkup(NamedTuple):
     """Inputs without their tags, and where the tags were (see the module docstring).
 
-    text: string `(batch,)`, what the model translates (the input itself where `warnings`).
+    text: string `(batch,)`, what the model translates (the input where its tags do not nest).
     tags: ragged string `(batch, None)`, every tag in document order (none where `warnings`).
     kind: ragged int32, 0 opening, 1 closing, 2 self-closing.
     first, last: ragged int32, the words an element encloses (read on opening and
@@ -188,7 +188,8 @@ def parse_markup(texts) -> ParsedMarkup:
 
     entity = "(?s).*&(?:lt|gt|amp|quot|apos|#39);.*"
     markup = ok & ((count > 0) | tf.strings.regex_full_match(texts, entity))
-    text = tf.where(markup, decode_entities(tf.strings.regex_replace(texts, TAG, "")), texts)
+    stripped = tf.strings.regex_replace(texts, TAG, "")
+    text = tf.where(markup, decode_entities(stripped), tf.where(few, texts, stripped))
     return ParsedMarkup(
         text=text, tags=ragged(dense(tags.flat_values, "")), kind=ragged(kind),
         first=ragged(first), last=ragged(last), partner=ragged(partner), markup=markup,
