@@ -161,3 +161,37 @@ def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, o
     lines = format_results(sources, {"alignments": ["0-0", ""]}, targets=targets)
     assert lines == ["0-0", ""]
     assert not ex.unservable_ops(serving_export_dir)  # stock TF Serving's op set
+
+
+_PAGE = """<html><body>
+<p id="par_id1">Choose <span class="emph">Format - Cells</span> &amp; click <a href="x.html">OK</a>.
+<span class="hidden" hidden="hidden">macOS only</span></p>
+<p id="par_id2">Plain text only.</p>
+<p id="par_id3">Press <strong>Enter</strong><br/>now.</p>
+</body></html>"""
+_GERMAN = (("Choose", "Wählen Sie"), ("click", "klicken Sie auf"), ("Press", "Drücken Sie"),
+           ("Plain text only.", "Nur Text."), ("now", "jetzt"))  # fmt: skip
+_SEITE = _PAGE
+for _english, _german in _GERMAN:
+    _SEITE = _SEITE.replace(_english, _german)
+
+
+def test_tagged_dev_set_keeps_inline_tags_of_dev_pages(tmp_path):
+    from keras_transformer.data.tagged_corpus import build_tagged_dev, strip_tags
+
+    for lang, page in (("en-US", _PAGE), ("de", _SEITE)):
+        (tmp_path / lang / "text").mkdir(parents=True)
+        (tmp_path / lang / "text" / "page.html").write_text(page, encoding="utf-8")
+    pairs = build_tagged_dev(tmp_path, "de", dev_fraction=0.98, test_fraction=0.01)
+    assert [(p.source, p.target) for p in pairs] == [
+        (
+            'Choose <span class="emph">Format - Cells</span> &amp; click <a href="x.html">OK</a>.',
+            'Wählen Sie <span class="emph">Format - Cells</span> &amp; klicken Sie auf '
+            '<a href="x.html">OK</a>.',
+        ),
+        ("Press <strong>Enter</strong> now.", "Drücken Sie <strong>Enter</strong> jetzt."),
+    ]  # untagged and hidden text left out; <br/> is a space, as in the plain corpus
+    assert strip_tags(pairs[0].source) == "Choose Format - Cells & click OK."
+    train = {strip_tags(pairs[1].source)}
+    assert len(build_tagged_dev(tmp_path, "de", 0.98, 0.01, train_sources=train)) == 1
+    assert build_tagged_dev(tmp_path, "de", dev_fraction=0.0, test_fraction=0.01) == []
