@@ -71,3 +71,27 @@ def translate_markup(translator, texts, starts, protect: bool = True, **choice) 
         "alignments": moses_strings(whole.to_tensor(-1)),
         "warnings": parsed.warnings,
     }
+
+
+def translate_lines(translator, lines, markup: bool = True, batch_size: int = 32,
+                    progress: bool = False) -> tuple[list, list]:  # fmt: skip
+    """Many whole inputs, in batches of similar length, results in input order:
+    `(outputs, scores)`, each output a `(translation, alignments, warning)` tuple. With
+    `markup`, `translate_markup`; without, plain translations with their alignments."""
+    from keras_transformer.decoding.alignments import translate_with_alignments, word_start_table
+
+    starts = word_start_table(translator.tokenizer.model_proto)
+    if markup:
+        body = lambda texts: translate_markup(translator, texts, starts)  # noqa: E731
+    else:
+        body = lambda texts: translate_with_alignments(translator, texts, starts)  # noqa: E731
+    function = tf.function(body, input_signature=[tf.TensorSpec([None], tf.string)])
+
+    def run(batch, _):
+        out = function(tf.constant(batch))
+        warnings = out.get("warnings", tf.fill(tf.shape(out["translations"]), ""))
+        columns = [out["translations"], out["alignments"], warnings]
+        rows = [tuple(x.decode("utf-8") for x in row) for row in zip(*(c.numpy() for c in columns))]
+        return rows, out["scores"].numpy().tolist()
+
+    return translator._in_batches(lines, batch_size, progress, run)
