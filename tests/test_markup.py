@@ -195,3 +195,22 @@ def test_tagged_dev_set_keeps_inline_tags_of_dev_pages(tmp_path):
     train = {strip_tags(pairs[1].source)}
     assert len(build_tagged_dev(tmp_path, "de", 0.98, 0.01, train_sources=train)) == 1
     assert build_tagged_dev(tmp_path, "de", dev_fraction=0.0, test_fraction=0.01) == []
+
+
+@pytest.mark.slow  # loads and traces a model in process: ~40 s
+def test_translate_command_with_markup_and_alignments(one_layer_model_dir, tmp_path, capsys):
+    from keras_transformer.cli import translate
+    from keras_transformer.decoding.alignments import parse_moses
+
+    path = tmp_path / "in.txt"
+    path.write_text("Click <b>OK</b> at 3 now.\na <b>c</i>\n", encoding="utf-8")
+    flags = ["--model-dir", one_layer_model_dir, "--input", str(path), "--beam-size", "2"]
+    assert translate.main([*flags, "--markup", "--alignments"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 2 and f"line 2: {mk.MALFORMED}" in err
+    text, links = lines[0].rsplit("\t", 1)
+    words = re.sub(mk.TAG, "", text).split()
+    assert _tag_skeleton(text) == ["<b>", "</b>"] and "3" in words  # the number restored
+    words = len(words)
+    assert all(i < 5 and j < words for i, j in parse_moses(links))
