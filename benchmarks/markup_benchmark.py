@@ -78,7 +78,7 @@ def tag_transfer(signatures, pairs) -> dict:
 
 
 def span_recovery(signatures, limit: int) -> dict:
-    pairs = read_pairs("sample_en_de", "dev")
+    pairs = list(read_pairs("sample_en_de", "dev"))
     spans = protected_words(tf.constant([s for s, _ in pairs])).to_list()
     chosen = [(p, [w.decode() for w in row if w]) for p, row in zip(pairs, spans) if any(row)]
     chosen = chosen[:limit]
@@ -142,6 +142,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py markup transfer") -> i
     parser.add_argument("--speed-sentences", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--parts", default="tags,spans,alignments,speed", help="which to run")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as workdir:
         export_dir = args.export_dir
@@ -153,33 +154,60 @@ def main(argv=None, prog: str = "python benchmarks/run.py markup transfer") -> i
             export_dir = export_savedmodel(args.model_dir, workdir, search=search)
         signatures = tf.saved_model.load(export_dir).signatures
         baseline = args.baseline_export and tf.saved_model.load(args.baseline_export).signatures
-        tagged = tag_transfer(signatures, read_tsv(Path(args.tagged)))
-        spans = span_recovery(signatures, args.span_sentences)
-        aligned = alignment_quality(signatures, args.model_dir)
-        plain = [s for s, _ in read_pairs("sample_en_de", "dev")][: args.speed_sentences]
-        rates = speed(signatures, baseline or None, plain, args.batch_size, args.rounds)
+        parts = args.parts.split(",")
+        result = {"command": flags.command(prog, argv or [])}
+        if "tags" in parts:
+            result["tags"] = tag_transfer(signatures, read_tsv(Path(args.tagged)))
+        if "spans" in parts:
+            result["spans"] = span_recovery(signatures, args.span_sentences)
+        if "alignments" in parts:
+            result["alignments"] = alignment_quality(signatures, args.model_dir)
+        if "speed" in parts:
+            plain = [s for s, _ in read_pairs("sample_en_de", "dev")][: args.speed_sentences]
+            result["sentences_per_s"] = speed(
+                signatures, baseline or None, plain, args.batch_size, args.rounds
+            )
     args.export_dir = export_dir
-    result = {"command": flags.command(prog, argv or []), "environment": environment(args),
-              "tags": tagged, "spans": spans, "alignments": aligned,
-              "sentences_per_s": rates}  # fmt: skip
+    result["environment"] = environment(args)
     print(report(result))
     flags.write_json(result, args.json)
     return 0
 
 
 def report(result: dict) -> str:
-    tags, spans, aligned = result["tags"], result["spans"], result["alignments"]
-    lines = [
+    lines = []
+    if "tags" in result:
+        lines += _tag_lines(result["tags"])
+    if "spans" in result:
+        lines += _span_lines(result["spans"])
+    if "alignments" in result:
+        lines += _alignment_lines(result["alignments"])
+    if "sentences_per_s" in result:
+        rates = result["sentences_per_s"].items()
+        lines.append("sentences/s: " + ", ".join(f"{k} {v:.1f}" for k, v in rates))
+    return "\n".join(lines)
+
+
+def _tag_lines(tags: dict) -> list[str]:
+    return [
         f"tags ({tags['sentences']} pairs): well-formed {tags['well_formed']:.1%}, equal "
         f"{tags['tags_equal']:.1%}, warnings {tags['warnings']}, chrF inside tags "
         f"{tags['chrf_inside_tags']:.1f}",
         f"BLEU tag-stripped {tags['bleu_stripped']:.2f} vs without markup {tags['bleu_plain']:.2f}",
+    ]
+
+
+def _span_lines(spans: dict) -> list[str]:
+    return [
         f"spans ({spans['spans']} in {spans['sentences']} sentences): verbatim "
         f"{spans['verbatim_before']:.1%} before, {spans['verbatim_after']:.1%} after; BLEU "
         f"{spans['bleu_before']:.2f} before, {spans['bleu_after']:.2f} after",
+    ]
+
+
+def _alignment_lines(aligned: dict) -> list[str]:
+    return [
         f"alignments ({aligned['gold_pairs']} gold pairs, {aligned['gold_links']} links): "
         + ", ".join(f"{k} {v:.3f}" for k, v in aligned["served"].items()),
         "AER by choice: " + ", ".join(f"{k} {v:.3f}" for k, v in aligned["aer_by_choice"].items()),
-        "sentences/s: " + ", ".join(f"{k} {v:.1f}" for k, v in result["sentences_per_s"].items()),
     ]
-    return "\n".join(lines)
