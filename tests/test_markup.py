@@ -214,3 +214,17 @@ def test_translate_command_with_markup_and_alignments(one_layer_model_dir, tmp_p
     assert _tag_skeleton(text) == ["<b>", "</b>"] and "3" in words  # the number restored
     words = len(words)
     assert all(i < 5 and j < words for i, j in parse_moses(links))
+
+
+def test_tag_scores_count_well_formed_and_equal_outputs():
+    import sacrebleu
+
+    from keras_transformer.decoding.markup_evaluation import tag_scores
+
+    sources = ["<b>a</b> b", "<i>c</i>", "<u>d</u>"]
+    references = ["<b>x</b> y", "<i>z</i>", "<u>w</u>"]
+    outputs = ["<b>x</b> y", "<b>z</b>", "<u>w"]  # equal; other tags; not well-formed
+    got = tag_scores(sources, references, outputs)
+    assert (got["well_formed"], got["tags_equal"]) == (pytest.approx(2 / 3), pytest.approx(1 / 3))
+    want = sacrebleu.corpus_chrf(["x", "", ""], [["x", "z", "w"]]).score
+    assert got["chrf_inside_tags"] == pytest.approx(want)
