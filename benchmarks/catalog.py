@@ -57,6 +57,11 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
             "latency_benchmark", "one sentence a request by length, beside CTranslate2; --profile"
         ),
     },
+    "markup": {
+        "transfer": Kind(
+            "markup_benchmark", "tags, protected spans, alignment AER, markup vs plain speed"
+        ),
+    },
     "learning": {
         "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),
         "curves": Kind("compare_curves", "dev BLEU against steps and minutes of several runs"),

@@ -25,6 +25,7 @@ from keras_transformer import logging_utils
 from keras_transformer.cli import common
 from keras_transformer.serving.signatures import (
     NBEST_SIGNATURE,
+    PAIR_SIGNATURES,
     SAMPLE_SIGNATURE,
     SCORE_SIGNATURE,
     SERVING_SIGNATURE,
@@ -92,7 +93,7 @@ def query(args: argparse.Namespace) -> int:
 
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
     targets = None
-    if signature == SCORE_SIGNATURE:
+    if signature in PAIR_SIGNATURES:  # score, align: source<TAB>target
         texts, targets = common.split_pairs(texts)
     options = dict(model_name=args.model, signature=signature, timeout=args.timeout,
                    retries=args.retries, version=args.version, sampling=sampling)  # fmt: skip

@@ -12,6 +12,15 @@ Each source line is one sentence unless --segment splits it (a line that holds a
 lines translated one by one:
 
     keras-transformer-evaluate --model-dir runs/sample_en_de --documents 2-12 --segment
+
+--markup: sources and references carry inline tags (the corpus script's
+en_de.dev.tagged.tsv.gz, or benchmarks/data/tagged_dev.tsv): each source is translated with
+its tags (`translate_markup`) and the report gives the share of well-formed outputs and of
+outputs whose tags equal the source's, chrF inside tags and BLEU without tags
+(`keras_transformer.decoding.markup_evaluation`).
+
+    keras-transformer-evaluate --model-dir RUN --dataset tsv:benchmarks/data/tagged_dev.tsv \
+        --split all --markup
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and report its BLEU beside the BLEU of the same lines translated one by one and "
         "joined",
     )  # fmt: skip
+    parser.add_argument("--markup", action="store_true", help="tagged sources and references")
     parser.add_argument(
         "--document-join", choices=("space", "newline"), default="space",
         help="what joins the lines of a document (default: %(default)s)",
@@ -105,6 +115,28 @@ def evaluate_documents(args: argparse.Namespace, model, tokenizer, pairs, search
     return 0
 
 
+def evaluate_markup(args: argparse.Namespace, model, tokenizer, pairs, search) -> int:
+    from keras_transformer.decoding import Translator
+    from keras_transformer.decoding.evaluation import write_lines
+    from keras_transformer.decoding.markup_evaluation import tag_scores
+    from keras_transformer.decoding.markup_translation import translate_lines
+
+    translator = Translator(model, tokenizer, search, documents=common.document_options(args))
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    outputs, _ = translate_lines(translator, sources, True, args.batch_size,
+                                 not args.no_progress)  # fmt: skip
+    hypotheses = [text for text, _, _ in outputs]
+    result = tag_scores(sources, references, hypotheses)
+    result["warnings"] = sum(bool(warning) for _, _, warning in outputs)
+    print(", ".join(f"{k} {v:.4g}" for k, v in result.items()))
+    if args.output:
+        write_lines(args.output, hypotheses)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
 def evaluate(args: argparse.Namespace) -> int:
     from keras_transformer import artifacts
     from keras_transformer.data.corpus import read_pairs
@@ -123,6 +155,8 @@ def evaluate(args: argparse.Namespace) -> int:
         )
     if args.documents:
         return evaluate_documents(args, model, tokenizer, pairs, search)
+    if args.markup:
+        return evaluate_markup(args, model, tokenizer, pairs, search)
     result = evaluate_bleu(
         model, tokenizer, pairs, search, batch_size=args.batch_size,
         output_path=args.output, progress=not args.no_progress,

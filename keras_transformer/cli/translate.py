@@ -20,6 +20,11 @@ Each line is a whole input (a sentence or a paragraph): it is split into sentenc
 sentences are translated in length-sorted batches and each line's translations are joined
 back in order; its score is the sum of its sentences' scores, and its k-th best joins each
 sentence's k-th best (--no-segment: one sentence per line, as before).
+
+--markup: lines carry inline XML/HTML tags, which come back around the aligned words, and
+protected spans (URLs, numbers, placeholders, key combinations) come back verbatim; a line
+whose tags do not nest is translated as text with a warning on stderr. --alignments appends
+a tab and the Moses "i-j" word alignments (source word i, output word j) to each line.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="1-best output: prefix each line with its score and a tab",
     )
     parser.add_argument("--batch-size", type=int, default=32, help="sources per batch")
+    parser.add_argument("--markup", action="store_true", help="inputs carry inline tags")
+    parser.add_argument("--alignments", action="store_true", help="append Moses alignments")
     common.add_sampling_arguments(parser)
     common.add_document_arguments(parser, segment_by_default=True)
     return parser
@@ -65,6 +72,12 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
         args.model_dir, weights=args.weights, dtype=args.dtype
     )
     translator = Translator(model, tokenizer, search, documents=common.document_options(args))
+    if args.markup or args.alignments:
+        from keras_transformer.decoding.markup_translation import translate_lines
+
+        return lambda lines, progress: translate_lines(
+            translator, lines, args.markup, args.batch_size, progress
+        )
     if sampling:
         return lambda lines, progress: translator.sample(
             lines, batch_size=args.batch_size, progress=progress, **sampling
@@ -77,6 +90,13 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
 def _write(sources, outputs, scores, args: argparse.Namespace, start: int = 0) -> None:
     from keras_transformer.serving.client import format_results
 
+    if outputs and isinstance(outputs[0], tuple):  # --markup / --alignments
+        for index, (text, links, warning) in enumerate(outputs):
+            if warning:
+                print(f"line {start + index + 1}: {warning}", file=sys.stderr)
+            score = f"{scores[index]:.4f}\t" if args.scores else ""
+            print(score + text + (f"\t{links}" if args.alignments else ""), flush=True)
+        return
     if args.n_best is None and not args.scores:
         lines = outputs
     else:
@@ -106,6 +126,8 @@ def translate(args: argparse.Namespace) -> int:
     # Flags are checked first (n_best against the beam size), before input and the slow load.
     search = common.search_options(args, n_best=args.n_best or 1)
     sampling = common.sampling_options(args)
+    if (args.markup or args.alignments) and (sampling or args.n_best is not None):
+        raise ValueError("--markup and --alignments need 1-best beam search.")
     if sampling:
         if args.n_best is not None:
             raise ValueError("--n-best needs beam search: drop --sampling or --n-best.")

@@ -285,6 +285,11 @@ def build_sample_corpus(
             split: write_tsv_gz(out_dir / f"{name}.{split}.tsv.gz", getattr(splits, split))
             for split in SPLITS
         }
+        from keras_transformer.data.tagged_corpus import build_tagged_dev  # imports this module
+
+        tagged = build_tagged_dev(help_dir, target, dev_fraction, test_fraction, max_chars,
+                                  {pair.source for pair in splits.train})  # fmt: skip
+        counts[name]["dev.tagged"] = write_tsv_gz(out_dir / f"{name}.dev.tagged.tsv.gz", tagged)
     write_notice(out_dir / "NOTICE.md", versions, command)
     return counts
 

@@ -373,6 +373,18 @@ class Translator(tf.Module):
         texts, scores = self._translate_whole(text, run, n_best)
         return {"translations": texts, "scores": scores}
 
+    def translate_markup_tensors(self, text) -> dict:
+        """String `(batch,)` with inline tags -> `{"translations", "scores", "alignments",
+        "warnings"}` (batch,): tags put back around the aligned words, protected spans
+        verbatim (`decoding.markup_translation`); TF ops only (the export's
+        `translate_markup`)."""
+        from keras_transformer.decoding.alignments import word_start_table
+        from keras_transformer.decoding.markup_translation import translate_markup
+
+        if getattr(self, "_starts", None) is None:
+            self._starts = word_start_table(self.tokenizer.model_proto)
+        return translate_markup(self, text, self._starts)
+
     def sample_tensors(
         self, text, method: str = "sample", temperature=1.0, top_k=0, top_p=1.0, seed=0
     ) -> dict:

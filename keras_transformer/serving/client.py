@@ -182,8 +182,15 @@ def format_results(
     - 1-best: "score<TAB>translation" per input;
     - n-best: "input<TAB>rank<TAB>score<TAB>translation" per hypothesis, best first;
     - scores (`outputs` of `score`, `targets` given): "log_prob<TAB>per_token<TAB>score";
+    - alignments of given pairs (`align`): the Moses "i-j" pairs; `translate_markup`:
+      "score<TAB>translation<TAB>alignments[<TAB>warning]";
     - `as_json`: one object per input, with its `index`.
     """
+    if set(outputs) == {"alignments"}:  # the align signature
+        triples = zip(texts, targets, outputs["alignments"])
+        rows = [dict(index=start + i, source=s, target=t, alignments=a)
+                for i, (s, t, a) in enumerate(triples)]  # fmt: skip
+        return [json.dumps(r, ensure_ascii=False) if as_json else r["alignments"] for r in rows]
     if "log_prob" in outputs:
         values = zip(outputs["log_prob"], outputs["per_token"], outputs["score"])
         rows = [dict(index=start + i, source=s, target=t, log_prob=a, per_token=b, score=c)
@@ -194,8 +201,14 @@ def format_results(
     rows = [dict(index=start + i, source=s, translations=t, scores=c)
             for i, (s, t, c) in enumerate(zip(texts, outputs["translations"],
                                               outputs["scores"]))]  # fmt: skip
+    for key in ("alignments", "warnings"):  # translate_markup
+        for row, value in zip(rows, outputs.get(key, [])):
+            row[key] = value
     if as_json:
         return [json.dumps(row, ensure_ascii=False) for row in rows]
+    if "alignments" in outputs:
+        return [f"{r['scores']:.4f}\t{r['translations']}\t{r['alignments']}"
+                + (f"\t{r['warnings']}" if r["warnings"] else "") for r in rows]  # fmt: skip
     lines = []
     for row in rows:
         if isinstance(row["translations"], list):  # n-best: "input rank score translation"

@@ -21,6 +21,15 @@ five signatures that take strings:
                                             -> log_prob, per_token, score: float32 (batch,)
     segment           text: string (batch,) -> segments: string (batch, max_segments),
                                                 num_segments: int32 (batch,)
+    translate_markup  text: string (batch,) -> translations, alignments, warnings: string
+                                                (batch,), scores: float32 (batch,)
+    align             source: string (batch,), target: string (batch,)
+                                            -> alignments: string (batch,)
+
+`translate_markup` takes inputs with inline XML/HTML tags and returns them translated with
+the tags around the aligned words, protected spans (URLs, numbers, placeholders, ...) verbatim,
+Moses "i-j" word alignments and a warning where markup was malformed (translated as text);
+`align` aligns given pairs (`decoding.markup_translation`, `decoding.alignments`).
 
 Beam size, length penalty alpha and n_best are fixed at export time; the sampling inputs are
 per request, with defaults in the SignatureDef (`signatures.SAMPLE_INPUTS`: TF Serving >= 2.14
@@ -59,8 +68,12 @@ import tensorflow as tf
 from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.serving.signatures import (
+    ALIGN_SIGNATURE,
     INPUT_KEY,
+    MARKUP_OUTPUT_KEYS,
+    MARKUP_SIGNATURE,
     NBEST_SIGNATURE,
+    PAIR_SIGNATURES,
     SAMPLE_INPUTS,
     SAMPLE_SIGNATURE,
     SCORE_INPUT_KEYS,
@@ -128,6 +141,9 @@ class TranslationModule(tf.Module):
         self.model_variables = [weight.value for weight in model.variables]  # the tf.Variables
         self.tokenizer = tokenizer
         self.n_best = n_best
+        from keras_transformer.decoding.alignments import word_start_table
+
+        self._parts.starts = word_start_table(tokenizer.model_proto)  # (vocab,) int32
 
     @property
     def translator(self):
@@ -201,6 +217,26 @@ class TranslationModule(tf.Module):
             "num_segments": tf.cast(segments.row_lengths(), tf.int32),
         }
 
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate_markup(self, text):
+        """`text` (batch,) with inline tags -> translations, alignments, warnings string and
+        scores float32, each (batch,) (`decoding.markup_translation.translate_markup`)."""
+        from keras_transformer.decoding.markup_translation import translate_markup
+
+        out = translate_markup(self.translator, text, self._parts.starts)
+        return {key: tf.ensure_shape(out[key], [None]) for key in MARKUP_OUTPUT_KEYS}
+
+    @tf.function(input_signature=SCORE_SPECS)
+    def align(self, source, target):
+        """`source`, `target` string (batch,) -> alignments string (batch,): Moses "i-j"
+        pairs of each pair, aligned whole (`decoding.alignments.align_tensors`)."""
+        from keras_transformer.decoding.alignments import align_tensors
+        from keras_transformer.decoding.scoring import _string_pairs
+
+        source, target = _string_pairs(source, target)
+        out = align_tensors(self.model, self.tokenizer, source, target, self._parts.starts)
+        return {"alignments": tf.ensure_shape(out["alignments"], [None])}
+
     def signatures(self) -> dict:
         return {
             SERVING_SIGNATURE: self.translate.get_concrete_function(),
@@ -208,6 +244,8 @@ class TranslationModule(tf.Module):
             SAMPLE_SIGNATURE: self.translate_sample,  # a tf.function: keeps its defaults
             SCORE_SIGNATURE: self.score.get_concrete_function(),
             SEGMENT_SIGNATURE: self.segment.get_concrete_function(),
+            MARKUP_SIGNATURE: self.translate_markup.get_concrete_function(),
+            ALIGN_SIGNATURE: self.align.get_concrete_function(),
         }
 
 
@@ -253,7 +291,7 @@ def warmup_requests(model_name: str, texts: Sequence[str] = WARMUP_TEXTS) -> lis
     logs = []
     for signature in SIGNATURES:
         for batch in batches:
-            targets = batch if signature == SCORE_SIGNATURE else None
+            targets = batch if signature in PAIR_SIGNATURES else None
             request = make_predict_request(batch, model_name, signature, targets=targets)
             log = prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request)

@@ -12,6 +12,9 @@ Plain Python at import (TensorFlow and tensorflow-serving-api load inside
     score             source (batch,), target (batch,) -> log_prob, per_token, score (batch,)
     segment           text (batch,)                 -> segments (batch, max_segments),
                                                        num_segments (batch,)
+    translate_markup  text (batch,), inline tags    -> translations, scores, alignments,
+                                                       warnings (batch,)
+    align             source (batch,), target (batch,) -> alignments (batch,)
 
 Every `text` is a whole input (a sentence, a paragraph, a document): the export splits it into
 sentences and joins their translations (`keras_transformer.decoding.documents`); `segment`
@@ -29,13 +32,21 @@ NBEST_SIGNATURE = "translate_nbest"  # text (batch,) -> translations, scores (ba
 SAMPLE_SIGNATURE = "translate_sample"  # text, sampling knobs -> translations, scores (batch,)
 SCORE_SIGNATURE = "score"  # source, target (batch,) -> log_prob, per_token, score (batch,)
 SEGMENT_SIGNATURE = "segment"  # text (batch,) -> segments (batch, n), num_segments (batch,)
+# Tags in, tags out, protected spans verbatim (`decoding.markup_translation`).
+MARKUP_SIGNATURE = "translate_markup"  # text -> translations, scores, alignments, warnings
+ALIGN_SIGNATURE = "align"  # source, target (batch,) -> alignments (batch,): Moses "i-j"
 SIGNATURES = (
     SERVING_SIGNATURE,
     NBEST_SIGNATURE,
     SAMPLE_SIGNATURE,
     SCORE_SIGNATURE,
     SEGMENT_SIGNATURE,
+    MARKUP_SIGNATURE,
+    ALIGN_SIGNATURE,
 )
+PAIR_SIGNATURES = (SCORE_SIGNATURE, ALIGN_SIGNATURE)  # take source and target
+MARKUP_OUTPUT_KEYS = ("translations", "scores", "alignments", "warnings")
+ALIGN_OUTPUT_KEYS = ("alignments",)
 INPUT_KEY = "text"
 OUTPUT_KEYS = ("translations", "scores")
 SCORE_INPUT_KEYS = ("source", "target")
@@ -101,15 +112,15 @@ def request_inputs(
     bytes): `text` (plus every sampling input for `translate_sample`, from `sampling`'s
     `sampling_inputs` arguments), or `source` = texts and `target` = targets for `score`."""
     texts = texts_as_bytes(texts)
-    if signature == SCORE_SIGNATURE:
+    if signature in PAIR_SIGNATURES:
         if targets is None:
-            raise ValueError(f"The {SCORE_SIGNATURE!r} signature needs targets.")
+            raise ValueError(f"The {signature!r} signature needs targets.")
         targets = texts_as_bytes(targets)
         if len(targets) != len(texts):
             raise ValueError(f"Got {len(texts)} sources for {len(targets)} targets.")
         return dict(zip(SCORE_INPUT_KEYS, (texts, targets)))
     if targets is not None:
-        raise ValueError(f"targets go to the {SCORE_SIGNATURE!r} signature, not {signature!r}.")
+        raise ValueError(f"targets go to {PAIR_SIGNATURES}, not {signature!r}.")
     if signature != SAMPLE_SIGNATURE and sampling:
         raise ValueError(f"sampling goes to {SAMPLE_SIGNATURE!r}, not {signature!r}.")
     inputs: dict = {INPUT_KEY: texts}

@@ -1,0 +1,321 @@
+"""Inline markup in stock TensorFlow string ops: parse tags out of whole inputs, and put them
+back around the aligned words of the translation (the export runs both; no py_function).
+
+    parsed = parse_markup(tf.constant(['Choose <span class="emph">Format - Cells</span>.']))
+    parsed.text      # string (batch,): "Choose Format - Cells."  (what the model translates)
+    parsed.tags      # ragged string (batch, None): ['<span class="emph">', '</span>']
+    parsed.first     # ragged int32: the first word each tag encloses   [1, 1]
+    parsed.last      # ragged int32: the last word each tag encloses    [3, 3]
+    parsed.warnings  # string (batch,): "" or why the input is translated as text
+    insert_tags(parsed, translations, links)  # string (batch,): tags around the aligned words
+
+Parsing. A tag is `<name attr="..." ...>`, `</name>` or `<name .../>` (`TAG`, attributes kept
+byte for byte); a `<` that does not start one ("a < b") is text. Entities (`&lt; &gt; &amp;
+&quot; &apos;`) are decoded for the model and text is escaped again in the output. Words are
+whitespace words of the text without tags: an opening or self-closing tag stands before the
+word it touches or the next one, a closing tag after the word it touches or the one before.
+An input whose tags do not nest (unclosed, crossing, stray closing tags) is translated as
+text (tags included), one with more than `MAX_TAGS` tags without its tags (bounded work), and
+both get a warning: a request never fails on markup.
+
+Placing. Each element covers the output words aligned to its source words (`links`: the
+source word of each output word), from the first to the last. The covers are then made to
+nest as the source does, in document order: an element is clipped into its parent's cover
+and starts after its previous sibling's (so siblings keep their order). An element left with
+no words (or one that had none: `<br/>`, `<x id="1"/>`, `<b></b>`) is placed after the output
+word aligned to the nearest source word before it. The tags are then written in document
+order at their places, so the output is well-formed, with the same tags, attributes and
+nesting as the source; whole words inherit a tag.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
+GAP = "\x1f"  # marks whitespace runs while output words are split (as the segmenter's)
+NAME = r"[A-Za-z_][\w:.-]*"
+ATTRIBUTE = r"\s+[^\s=<>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))?"
+TAG = f"</{NAME}\\s*>|<{NAME}(?:{ATTRIBUTE})*\\s*/?>"
+MAX_TAGS = 256  # per input; more is translated as text with a warning (bounded work)
+MALFORMED = "malformed markup (unclosed, crossing or stray tags): translated as text"
+TOO_MANY = f"more than {MAX_TAGS} tags: translated without them"
+DECODE = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&#39;", "'"),
+          ("&amp;", "&"))  # fmt: skip  # &amp; last: "&amp;lt;" is "&lt;" as text
+ENCODE = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
+
+
+class ParsedMarkup(NamedTuple):
+    """Inputs without their tags, and where the tags were (see the module docstring).
+
+    text: string `(batch,)`, what the model translates (the input where its tags do not nest).
+    tags: ragged string `(batch, None)`, every tag in document order (none where `warnings`).
+    kind: ragged int32, 0 opening, 1 closing, 2 self-closing.
+    first, last: ragged int32, the words an element encloses (read on opening and
+        self-closing tags; `last < first` where it encloses none).
+    partner: ragged int32, the matching tag of an opening or closing tag (itself otherwise).
+    markup: bool `(batch,)`, the input had tags or entities (its output text is escaped).
+    warnings: string `(batch,)`.
+    """
+
+    text: tf.Tensor
+    tags: tf.RaggedTensor
+    kind: tf.RaggedTensor
+    first: tf.RaggedTensor
+    last: tf.RaggedTensor
+    partner: tf.RaggedTensor
+    markup: tf.Tensor
+    warnings: tf.Tensor
+
+
+def _replace_all(texts, pairs):
+    for old, new in pairs:
+        texts = tf.strings.regex_replace(texts, old, new.replace("\\", "\\\\"))
+    return texts
+
+
+def decode_entities(texts) -> tf.Tensor:
+    return _replace_all(texts, DECODE)
+
+
+def escape_text(texts) -> tf.Tensor:
+    return _replace_all(texts, ENCODE)
+
+
+def split_tags(texts) -> tf.RaggedTensor:
+    """string `(batch,)` -> ragged string `(batch, None)`: every tag, in order."""
+    marked = tf.strings.regex_replace(texts, f"({TAG})", f"{MARK}\\1{MARK}")
+    parts = tf.strings.split(marked, MARK)
+    return tf.ragged.boolean_mask(parts, tf.strings.regex_full_match(parts, TAG))
+
+
+def tag_words(texts) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    """For each tag of `texts` `(batch,)`: `(ended, begun)` int32 ragged `(batch, None)`, the
+    words of the text without tags that end before it and that begin before it."""
+    marked = tf.strings.regex_replace(texts, TAG, MARK)
+    tokens = tf.strings.split(marked)  # (batch, tokens): whitespace runs of the marked text
+    words = tf.strings.regex_replace(tokens.flat_values, MARK, "")
+    is_word = tf.cast(tf.strings.length(words) > 0, tf.int32)  # (all_tokens,)
+    before = tokens.with_flat_values(is_word)
+    words_before = tf.cumsum(before, axis=1, exclusive=True).flat_values  # (all_tokens,)
+    pieces = tf.strings.split(tokens.flat_values, MARK)  # (all_tokens, marks + 1)
+    lengths = tf.cumsum(tf.strings.length(pieces), axis=1)[:, :-1]  # text before each mark
+    text_before = tf.cast(lengths.flat_values > 0, tf.int32)  # (all_marks,)
+    token_of_mark = lengths.value_rowids()  # (all_marks,)
+    ended = tf.gather(words_before, token_of_mark)
+    begun = ended + text_before * tf.gather(is_word, token_of_mark)
+    marks_per_input = tf.math.unsorted_segment_sum(
+        lengths.row_lengths(), tokens.value_rowids(), tokens.nrows()
+    )  # (batch,)
+    return (
+        tf.RaggedTensor.from_row_lengths(ended, marks_per_input),
+        tf.RaggedTensor.from_row_lengths(begun, marks_per_input),
+    )
+
+
+def _pairs(kind, names):
+    """One pass over dense `(batch, T)` tags in document order with a stack per input
+    (`kind` -1 after an input's last tag): int32 `(batch, T)` partners (an opening tag's
+    closing one and back, -1 elsewhere) and bool `(batch,)` whether each input's tags nest."""
+    batch, width = tf.shape(kind)[0], tf.shape(kind)[1]
+    rows = tf.range(batch)
+
+    def body(i, stack, top, partner, bad):
+        opened = tf.gather(stack, tf.maximum(top - 1, 0), batch_dims=1)  # the stack's top
+        same = tf.equal(tf.gather(names, opened, batch_dims=1), names[:, i])
+        closing, opening = tf.equal(kind[:, i], 1), tf.equal(kind[:, i], 0)
+        pairs = closing & (top > 0) & same
+        bad |= closing & ~pairs
+        at_top = tf.stack([rows, top], 1)
+        stack = tf.tensor_scatter_nd_update(
+            stack, at_top, tf.where(opening, i, tf.gather_nd(stack, at_top))
+        )
+        here = tf.stack([rows, tf.fill([batch], i)], 1)
+        there = tf.stack([rows, opened], 1)
+        partner = tf.tensor_scatter_nd_update(
+            partner, here, tf.where(pairs, opened, tf.gather_nd(partner, here))
+        )
+        partner = tf.tensor_scatter_nd_update(
+            partner, there, tf.where(pairs, i, tf.gather_nd(partner, there))
+        )
+        top += tf.cast(opening, tf.int32) - tf.cast(pairs, tf.int32)
+        return i + 1, stack, top, partner, bad
+
+    start = (0, tf.zeros([batch, width + 1], tf.int32), tf.zeros([batch], tf.int32),
+             tf.fill([batch, width], -1), tf.zeros([batch], tf.bool))  # fmt: skip
+    _, _, top, partner, bad = tf.while_loop(lambda i, *_: i < width, body, start)
+    return partner, ~bad & tf.equal(top, 0)
+
+
+def _kinds(tags) -> tf.Tensor:
+    """string `(n,)` tags -> int32 `(n,)`: 0 opening, 1 closing, 2 self-closing."""
+    closing = tf.strings.regex_full_match(tags, "</(?s).*")
+    return tf.where(closing, 1, tf.where(tf.strings.regex_full_match(tags, "(?s).*/>"), 2, 0))
+
+
+def parse_markup(texts) -> ParsedMarkup:
+    """string `(batch,)` -> `ParsedMarkup` (see the module docstring). TF ops only."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    texts = tf.strings.regex_replace(texts, f"[{MARK}{GAP}]", " ")
+    tags = split_tags(texts)  # (batch, None)
+    ended, begun = tag_words(texts)
+    count = tags.row_lengths()  # (batch,)
+    few = count <= MAX_TAGS
+    small = tf.gather(few, tags.value_rowids())  # (all_tags,): of an input with few tags
+
+    def dense(values, default):  # -> (batch, T <= MAX_TAGS); inputs with many tags: none
+        ragged = tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(values, small), tf.boolean_mask(tags.value_rowids(), small),
+            tags.nrows(),
+        )  # fmt: skip
+        return ragged.to_tensor(default)
+
+    kind = dense(_kinds(tags.flat_values), -1)  # (batch, T)
+    names = tf.strings.regex_replace(tags.flat_values, f"^</?({NAME})(?s).*$", r"\1")
+    partner, nests = _pairs(kind, dense(names, ""))
+    ok = few & nests
+    first = dense(ended.flat_values, 0)  # (batch, T)
+    after = dense(begun.flat_values, 0) - 1  # the last word begun before a closing tag
+    last = tf.where(
+        tf.equal(kind, 0), tf.gather(after, tf.maximum(partner, 0), batch_dims=1), first - 1
+    )
+    lengths = tf.where(ok, tf.minimum(count, MAX_TAGS), 0)
+
+    def ragged(values):
+        return tf.RaggedTensor.from_tensor(values, lengths=lengths)
+
+    entity = "(?s).*&(?:lt|gt|amp|quot|apos|#39);.*"
+    markup = ok & ((count > 0) | tf.strings.regex_full_match(texts, entity))
+    stripped = tf.strings.regex_replace(texts, TAG, "")
+    text = tf.where(markup, decode_entities(stripped), tf.where(few, texts, stripped))
+    return ParsedMarkup(
+        text=text, tags=ragged(dense(tags.flat_values, "")), kind=ragged(kind),
+        first=ragged(first), last=ragged(last), partner=ragged(partner), markup=markup,
+        warnings=tf.where(few, tf.where(nests, "", MALFORMED), TOO_MANY),
+    )  # fmt: skip
+
+
+def _covers(first, last, links):
+    """Where each tag's words went: int32 `(batch, T)` first and last output word aligned to
+    a source word in [first, last] (`last < first` where none), and the insertion slot of an
+    empty element: after the output word aligned to the nearest source word before `first`.
+    `links` int32 `(batch, TW)`: the source word of each output word, -1 none."""
+    width = tf.shape(links)[1]
+    position = tf.range(width)[None, None, :]  # (1, 1, TW)
+    source = links[:, None, :]  # (batch, 1, TW)
+    inside = (source >= first[:, :, None]) & (source <= last[:, :, None])  # (b, T, TW)
+    low = tf.reduce_min(tf.where(inside, position, width), axis=2)
+    high = tf.reduce_max(tf.where(inside, position, -1), axis=2)
+    before = (source >= 0) & (source < first[:, :, None])
+    slot = tf.reduce_max(tf.where(before, position, -1), axis=2) + 1
+    return tf.where(high >= 0, low, 1), high, tf.maximum(slot, 0)
+
+
+def place_tags(kind, low, high, slot, words):
+    """The output slot of every tag, int32 `(batch, T)` (slot s: before output word s, s =
+    `words` after the last): covers made to nest in document order (see the module
+    docstring). `kind` dense with -1 after an input's tags; `words` int32 `(batch,)`."""
+    batch, width = tf.shape(kind)[0], tf.shape(kind)[1]
+    rows = tf.range(batch)
+
+    def body(i, lo, hi, cursor, top, slots):
+        k = kind[:, i]
+        parent = tf.stack([rows, top - 1], 1)
+        plo, phi, pcur = (tf.gather_nd(x, parent) for x in (lo, hi, cursor))
+        start = tf.maximum(low[:, i], pcur)
+        end = tf.minimum(high[:, i], phi)
+        empty_at = tf.clip_by_value(slot[:, i], pcur, tf.maximum(phi + 1, pcur))
+        empty = start > end
+        start = tf.where(empty, empty_at, start)
+        end = tf.where(empty, empty_at - 1, end)
+        own = tf.stack([rows, tf.maximum(top - 1, 0)], 1)
+        closed_at = tf.where(
+            tf.gather_nd(hi, own) >= tf.gather_nd(lo, own), tf.gather_nd(hi, own) + 1,
+            tf.gather_nd(lo, own),
+        )  # fmt: skip
+        place = tf.where(tf.equal(k, 0), start, tf.where(tf.equal(k, 1), closed_at, empty_at))
+        slots = tf.tensor_scatter_nd_update(slots, tf.stack([rows, tf.fill([batch], i)], 1),
+                                            tf.where(k >= 0, place, 0))  # fmt: skip
+        pushed = tf.stack([rows, top], 1)
+        opening = tf.equal(k, 0)
+        lo = tf.tensor_scatter_nd_update(
+            lo, pushed, tf.where(opening, start, tf.gather_nd(lo, pushed))
+        )
+        hi = tf.tensor_scatter_nd_update(
+            hi, pushed, tf.where(opening, end, tf.gather_nd(hi, pushed))
+        )
+        cursor = tf.tensor_scatter_nd_update(
+            cursor, pushed, tf.where(opening, start, tf.gather_nd(cursor, pushed))
+        )
+        top = top + tf.cast(opening, tf.int32) - tf.cast(tf.equal(k, 1), tf.int32)
+        moved = tf.stack([rows, top - 1], 1)  # after a close or a self-closing tag: the parent
+        advance = tf.equal(k, 1) | tf.equal(k, 2)
+        cursor = tf.tensor_scatter_nd_update(
+            cursor, moved,
+            tf.where(advance, tf.maximum(tf.gather_nd(cursor, moved), place),
+                     tf.gather_nd(cursor, moved)),
+        )  # fmt: skip
+        return i + 1, lo, hi, cursor, top, slots
+
+    zeros = tf.zeros([batch, width + 1], tf.int32)
+    root_hi = tf.tensor_scatter_nd_update(zeros, tf.stack([rows, rows * 0], 1), words - 1)
+    start = (
+        0,
+        zeros,
+        root_hi,
+        zeros,
+        tf.ones([batch], tf.int32),
+        tf.zeros([batch, width], tf.int32),
+    )
+    return tf.while_loop(lambda i, *_: i < width, body, start)[-1]
+
+
+def insert_tags(parsed: ParsedMarkup, translations, links) -> tf.Tensor:
+    """string `(batch,)` translations of `parsed.text` and their links (int32 `(batch, TW)`
+    or ragged: the source word of each output word, -1 none) -> string `(batch,)` with the
+    tags put back (see the module docstring); text escaped where the input had markup."""
+    translations = tf.convert_to_tensor(translations, tf.string)
+    if isinstance(links, tf.RaggedTensor):
+        links = links.to_tensor(-1)
+    links = tf.cast(links, tf.int32)
+    kind = parsed.kind.to_tensor(-1)  # (batch, T)
+    low, high, empty_slot = _covers(parsed.first.to_tensor(0), parsed.last.to_tensor(-1), links)
+    marked = tf.strings.regex_replace(translations, r"(\s+)", f"{GAP}\\1{GAP}")
+    parts = tf.strings.split(marked, GAP)  # (batch, 2k+1): word, space, word, ...
+    is_word = tf.strings.length(parts) > 0
+    position = tf.ragged.range(parts.row_lengths())
+    is_word &= tf.equal(position % 2, 0)
+    words = tf.reduce_sum(tf.cast(is_word, tf.int32), axis=1)  # (batch,)
+    slots = place_tags(kind, low, high, empty_slot, words)  # (batch, T)
+    valid = kind >= 0
+    # A closing tag in the leading run of closing tags at its slot follows the word before.
+    not_close = tf.cast(valid & ~tf.equal(kind, 1), tf.int32)
+    seen = tf.cumsum(not_close, axis=1, exclusive=True)  # (batch, T)
+    first_here = tf.searchsorted(tf.where(valid, slots, tf.int32.max), slots, side="left")
+    leading = tf.equal(seen, tf.gather(seen, first_here, batch_dims=1)) & tf.equal(kind, 1)
+    after_previous = (leading & (slots > 0)) | (slots >= words[:, None])
+    word = tf.where(after_previous, slots - 1, slots)  # (batch, T): the word it attaches to
+    word = tf.maximum(word, 0)
+    side = tf.cast(after_previous, tf.int32)
+    flat_rows = tf.broadcast_to(tf.range(tf.shape(kind)[0])[:, None], tf.shape(kind))
+    max_words = tf.reduce_max(words) + 1
+    segment = (tf.boolean_mask(flat_rows, valid) * max_words + tf.boolean_mask(word, valid)) * 2
+    segment += tf.boolean_mask(side, valid)
+    total = tf.shape(kind)[0] * max_words * 2
+    attached = tf.strings.unsorted_segment_join(tf.boolean_mask(parsed.tags.to_tensor(""), valid),
+                                                segment, total)  # fmt: skip
+    attached = tf.reshape(attached, [-1, max_words, 2])  # (batch, words + 1, before/after)
+    word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1) - 1  # (batch, parts)
+    text = tf.where(tf.gather(parsed.markup, parts.value_rowids()), escape_text(parts.flat_values),
+                    parts.flat_values)  # fmt: skip
+    index = tf.stack(
+        [tf.cast(parts.value_rowids(), tf.int32), tf.maximum(word_index.flat_values, 0)], 1
+    )
+    pieces = tf.strings.join([tf.gather_nd(attached[:, :, 0], index), text,
+                              tf.gather_nd(attached[:, :, 1], index)])  # fmt: skip
+    pieces = tf.where(is_word.flat_values, pieces, text)
+    joined = tf.strings.reduce_join(parts.with_flat_values(pieces), axis=1)
+    no_words = tf.strings.join([attached[:, 0, 0], translations, attached[:, 0, 1]])
+    return tf.where(words > 0, joined, no_words)

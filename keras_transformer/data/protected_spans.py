@@ -1,0 +1,140 @@
+"""Protected spans: URLs, e-mail addresses, numbers, key combinations and placeholders come
+back verbatim, in stock TensorFlow string ops (the export runs them; no py_function).
+
+    words = protected_words(tf.constant(["Press Ctrl+Shift+F5 to refresh 3 cells."]))
+    # spans (1, None): [["", "Ctrl+Shift+F5", "", "", "3", ""]]  ("" where a word has none)
+    restore_spans(sources, translations, links)  # string (n,): each missing span put back
+
+How. The model translates the sentence as it is (it sees the span in context). Afterwards,
+for each source word that holds a span (its first one, by the first pattern of `PATTERNS`
+that matches), the output is searched for the same span (the first span of each output
+word): where the model copied it, nothing changes. Where it did not, the span is placed by
+the word alignments (`links`: the source word of each output word, as
+`decoding.alignments.align_ids` returns them): it replaces the first output word aligned to
+its source word (keeping that word's trailing punctuation), or, where no output word is
+aligned to it, it is inserted after the output word aligned to the nearest source word
+before it (at the start if none). So every span of the source comes back verbatim, once
+per source word that holds it.
+
+A span is found inside one whitespace word (the unit of the alignments): `<x id="1"/>`,
+which holds a space, is a self-closing tag of the markup path (`data/markup.py`).
+
+To extend the table, add a `SpanPattern` to `PATTERNS` (earlier rows win where two match at
+the same place) and a case for it in `keras_transformer.testing.span_cases` (the tests fail
+for a pattern without one). Patterns are RE2: no look-around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+KEYS = (
+    r"F\d{1,2}|Enter|Return|Tab|Space|Esc|Home|End|Delete|Del|Insert|Ins|Backspace|PageUp|"
+    r"PageDown|Page Up|Page Down|Up|Down|Left|Right|Plus|Minus|[A-Za-z0-9]"
+)
+MODIFIERS = r"Ctrl|Control|Shift|Alt|AltGr|Option|Opt|Cmd|Command|Meta|Super|Win|Fn"
+PLACE_PUNCTUATION = r"[.,;:!?)\]\"'”’»]*"  # what a replaced output word keeps at its end
+
+
+@dataclass(frozen=True)
+class SpanPattern:
+    """One row of the table: text that fully matches `pattern` (RE2) is protected."""
+
+    name: str
+    pattern: str
+
+
+PATTERNS = (
+    SpanPattern("url", r"(?:https?|ftp)://[^\s<>\"]*[^\s<>\".,;:!?)\]}']|www\.[^\s<>\"]*[\w/]"),
+    SpanPattern("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    SpanPattern("printf_placeholder", r"%(?:\d+\$)?[-+ #0]?\d*(?:\.\d+)?[sdifuxXeEgGcp@]"),
+    SpanPattern("brace_placeholder", r"\{\d+\}|\{[A-Za-z_][\w.]*\}"),
+    SpanPattern("variable", r"\$\([A-Za-z_]\w*\)|\$\{[A-Za-z_]\w*\}"),
+    SpanPattern("key_combination", f"(?:(?:{MODIFIERS})\\+)+(?:{KEYS})"),
+    SpanPattern("number", r"\d+(?:[.,:'\x{00a0}\x{202f}]\d+)*"),
+)
+
+
+def span_regex(patterns=PATTERNS) -> str:
+    """The alternation of every pattern, in table order (RE2 takes the leftmost match, and at
+    one place the first alternative)."""
+    return "|".join(f"(?:{p.pattern})" for p in patterns)
+
+
+def first_spans(words, patterns=PATTERNS) -> tf.Tensor:
+    """string `(n,)` words -> string `(n,)`: the first protected span in each, "" if none."""
+    words = tf.convert_to_tensor(words, tf.string)
+    regex = span_regex(patterns)
+    has = tf.strings.regex_full_match(words, f"(?s).*?(?:{regex}).*")
+    first = tf.strings.regex_replace(words, f"(?s)^.*?({regex}).*$", r"\1", replace_global=False)
+    return tf.where(has, first, "")
+
+
+def protected_words(texts, patterns=PATTERNS) -> tf.RaggedTensor:
+    """string `(n,)` -> ragged string `(n, None)`: per whitespace word, its first span or ""."""
+    words = tf.strings.split(tf.convert_to_tensor(texts, tf.string))
+    return words.with_flat_values(first_spans(words.flat_values, patterns))
+
+
+def _claims(sources, translations, links, patterns):
+    """Each missing span: (its text, its sentence, the output word it replaces or -1, the
+    insertion slot after which it goes: 0 = before the first word)."""
+    spans = protected_words(sources, patterns)  # (n, SW)
+    output_spans = protected_words(translations, patterns).to_tensor("")  # (n, TW')
+    rows = spans.value_rowids()  # (total_source_words,)
+    column = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(spans.row_starts(), rows)
+    copied = tf.reduce_any(
+        tf.equal(tf.gather(output_spans, rows), spans.flat_values[:, None]), axis=1
+    )  # (total_source_words,): the model already wrote it
+    missing = tf.where(tf.not_equal(spans.flat_values, "") & ~copied)[:, 0]  # (m,)
+    text = tf.gather(spans.flat_values, missing)
+    row, source_word = tf.gather(rows, missing), tf.cast(tf.gather(column, missing), tf.int32)
+    links = tf.cast(links, tf.int32)  # (n, TW)
+    own = tf.equal(tf.gather(links, row), source_word[:, None])  # (m, TW)
+    width = tf.shape(links)[1]
+    positions = tf.range(width)[None, :]  # (1, TW)
+    first_own = tf.reduce_min(tf.where(own, positions, width), axis=1)  # (m,)
+    before = (tf.gather(links, row) < source_word[:, None]) & (tf.gather(links, row) >= 0)
+    after_word = tf.maximum(tf.reduce_max(tf.where(before, positions, -1), axis=1), -1)
+    replaces = tf.where(first_own < width, first_own, -1)
+    return text, row, replaces, after_word + 1
+
+
+def restore_spans(sources, translations, links, patterns=PATTERNS) -> tf.Tensor:
+    """string `(n,)` sentences and their translations, int32 `(n, TW)` links (the source word
+    of each output word, -1: none) -> string `(n,)` translations with every protected span
+    of the source present (see the module docstring). TF ops only."""
+    sources = tf.convert_to_tensor(sources, tf.string)
+    translations = tf.convert_to_tensor(translations, tf.string)
+    words = tf.strings.split(translations)  # (n, TW)
+    text, row, replaces, slot = _claims(sources, translations, links, patterns)
+    counts = words.row_lengths()  # (n,)
+    sizes = 2 * counts + 1  # slot 0, word 0, slot 1, ..., word TW-1, slot TW
+    offsets = tf.cumsum(sizes, exclusive=True)  # (n,)
+    total = tf.reduce_sum(sizes)
+    row_base = tf.gather(offsets, row)
+    inserted = replaces < 0
+    inserts = tf.strings.unsorted_segment_join(
+        tf.boolean_mask(text, inserted),
+        tf.boolean_mask(row_base + 2 * tf.cast(slot, tf.int64), inserted),
+        total, separator=" ",
+    )  # fmt: skip  # (total,): texts to insert at each slot
+    replaced = tf.strings.unsorted_segment_join(
+        tf.boolean_mask(text, ~inserted),
+        tf.boolean_mask(row_base + 2 * tf.cast(replaces, tf.int64) + 1, ~inserted),
+        total, separator=" ",
+    )  # fmt: skip  # (total,): the spans that replace each output word
+    word_slots = (tf.gather(offsets, words.value_rowids())
+                  + 2 * (tf.range(tf.size(words.flat_values, out_type=tf.int64))
+                         - tf.gather(words.row_starts(), words.value_rowids())) + 1)  # fmt: skip
+    flat = tf.scatter_nd(word_slots[:, None], words.flat_values, [total])  # (total,)
+    ending = tf.strings.regex_replace(flat, f"(?s)^.*?({PLACE_PUNCTUATION})$", r"\1")
+    flat = tf.where(tf.strings.length(replaced) > 0, tf.strings.join([replaced, ending]), flat)
+    flat = tf.strings.join([flat, inserts])  # a slot holds "" or its inserts, a word no insert
+    parts = tf.RaggedTensor.from_row_lengths(flat, sizes)
+    parts = tf.ragged.boolean_mask(parts, tf.strings.length(parts) > 0)
+    rebuilt = tf.strings.reduce_join(parts, axis=1, separator=" ")
+    changed = tf.math.unsorted_segment_sum(tf.ones_like(row), row, tf.size(translations)) > 0
+    return tf.where(changed, rebuilt, translations)  # untouched outputs keep their spacing

@@ -1,0 +1,22 @@
+"""The protected-span table's test cases, one or more per pattern of
+`keras_transformer.data.protected_spans.PATTERNS`: `(pattern, text, expected spans)`, the
+spans in word order (each word's first one)."""
+
+from __future__ import annotations
+
+SPAN_CASES = (
+    ("url", "Open https://example.com/help and go.", ["https://example.com/help"]),
+    (
+        "url",
+        "See (https://wiki.documentfoundation.org/Faq).",
+        ["https://wiki.documentfoundation.org/Faq"],
+    ),
+    ("url", "Visit www.libreoffice.org.", ["www.libreoffice.org"]),
+    ("email", "Write to user.name+help@example.co.uk today.", ["user.name+help@example.co.uk"]),
+    ("printf_placeholder", "Saved %s of %1$d files (%.2f%%).", ["%s", "%1$d", "%.2f"]),
+    ("brace_placeholder", "Page {0} of {name}.", ["{0}", "{name}"]),
+    ("variable", "Set $(INSTDIR) and ${HOME}/bin.", ["$(INSTDIR)", "${HOME}"]),
+    ("key_combination", "Press Ctrl+Shift+F5 or Alt+Enter.", ["Ctrl+Shift+F5", "Alt+Enter"]),
+    ("key_combination", "Press Cmd+Z (Ctrl+Z).", ["Cmd+Z", "Ctrl+Z"]),
+    ("number", "Refresh 3 cells of 1,234.56 at 06:29:41.", ["3", "1,234.56", "06:29:41"]),
+)

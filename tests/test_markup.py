@@ -1,0 +1,230 @@
+"""Inline markup (`data/markup.py`): parsing rules on hand-written cases, tags put back
+around hand-aligned words (nested, self-closing, around the whole sentence, a word that moves
+in German word order), well-formedness and equal tags checked by Python's XML parser on
+random alignments, malformed and hostile markup."""
+
+import re
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.data import markup as mk
+
+
+def _parse(text):
+    parsed = mk.parse_markup(tf.constant([text]))
+    return {
+        "text": parsed.text[0].numpy().decode(),
+        "tags": [t.decode() for t in parsed.tags[0].numpy()],
+        "first": parsed.first[0].numpy().tolist(),
+        "last": parsed.last[0].numpy().tolist(),
+        "warning": parsed.warnings[0].numpy().decode(),
+    }
+
+
+PARSE_CASES = (
+    ("paired", "Click <b>OK</b> now.", "Click OK now.", ["<b>", "</b>"], [1, None], [1, None]),
+    (
+        "attributes kept verbatim",
+        "See <a href=\"x.html#a\" class='k'>the help page</a>.",
+        "See the help page.",
+        ["<a href=\"x.html#a\" class='k'>", "</a>"], [1, None], [3, None],
+    ),
+    (
+        "nested",
+        "<p>Choose <span class=\"emph\">Format - <b>Cells</b></span></p>",
+        "Choose Format - Cells",
+        ["<p>", '<span class="emph">', "<b>", "</b>", "</span>", "</p>"],
+        [0, 1, 3, None, None, None], [3, 3, 3, None, None, None],
+    ),
+    ("self-closing", 'Press <x id="1"/> then <br/>', "Press  then ", ['<x id="1"/>', "<br/>"],
+     [1, 2], [0, 1]),
+    ("entities", "a &lt; b &amp; <b>c</b>", "a < b & c", ["<b>", "</b>"], [4, None], [4, None]),
+    ("stray less-than", "a < b and c > d", "a < b and c > d", [], [], []),
+    ("inside a word", "Ze<b>ll</b>en", "Zellen", ["<b>", "</b>"], [0, None], [0, None]),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "text", "plain", "tags", "first", "last"), PARSE_CASES)
+def test_parse_case(case, text, plain, tags, first, last):
+    got = _parse(text)
+    assert (got["text"], got["tags"], got["warning"]) == (plain, tags, "")
+    for i, (low, high) in enumerate(zip(first, last)):
+        if low is not None:
+            assert (got["first"][i], got["last"][i]) == (low, high), (case, i)
+
+
+@pytest.mark.parametrize(
+    "text", ["<b>unclosed", "<b>crossing <i>tags</b></i>", "stray</b> close", "<b>x</i>"]
+)
+def test_malformed_markup_is_text_with_a_warning(text):
+    got = _parse(text)
+    assert (got["text"], got["tags"], got["warning"]) == (text, [], mk.MALFORMED)
+
+
+INSERT_CASES = (
+    # source, translation, links (source word of each output word), expected
+    ("Click <b>OK</b> now.", "Klicken Sie jetzt auf OK.", [0, 0, 2, 1, 1],
+     "Klicken Sie jetzt <b>auf OK.</b>"),
+    ("<p>All of it.</p>", "Alles davon.", [0, 2], "<p>Alles davon.</p>"),
+    ("The document will be <b>printed</b> in black.", "Das Dokument wird in Schwarz gedruckt.",
+     [0, 1, 2, 5, 6, 4], "Das Dokument wird in Schwarz <b>gedruckt.</b>"),
+    ("<p>Choose <span class=\"emph\">Format - <b>Cells</b></span> now</p>",
+     "Wählen Sie jetzt Format - Zellen", [0, 0, 4, 1, 2, 3],
+     "<p>Wählen Sie jetzt <span class=\"emph\">Format - <b>Zellen</b></span></p>"),
+    ('Press <x id="1"/> then Enter', "Drücken Sie dann Enter", [0, 0, 1, 2],
+     'Drücken Sie <x id="1"/>dann Enter'),
+    ("a &lt; <b>b</b>", "a < b", [0, 1, 2], "a &lt; <b>b</b>"),
+    ("<b>x</b> y", "", [], "<b></b>"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "translation", "links", "expected"), INSERT_CASES)
+def test_insert_case(source, translation, links, expected):
+    parsed = mk.parse_markup(tf.constant([source]))
+    links = tf.constant([links], tf.int32) if links else tf.zeros([1, 0], tf.int32)
+    assert mk.insert_tags(parsed, [translation], links)[0].numpy().decode() == expected
+
+
+def _tag_skeleton(text):
+    return re.findall(mk.TAG, text)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_alignments_keep_tags_well_formed_and_equal(seed):
+    rng = np.random.default_rng(seed)
+    sources = [
+        '<p>Choose <span class="emph">Format - <b>Cells</b></span> and <i>click</i> OK.</p>',
+        "<b>One</b> <i>two</i> <u>three</u> four <x/> five",
+        "<a href='h'>Open <b>the</b> file</a> and <b>save <i>it</i></b> now",
+    ]
+    translations = ["Eins zwei drei vier fünf sechs", "a b", "x y z w v u t s r"]
+    parsed = mk.parse_markup(tf.constant(sources))
+    words = [len(s.split()) for s in parsed.text.numpy()]
+    links = [rng.integers(-1, n, size=len(t.split())) for n, t in zip(words, translations)]
+    out = mk.insert_tags(parsed, translations, tf.ragged.constant(links).to_tensor(-1))
+    for source, translation, result in zip(sources, translations, out.numpy()):
+        result = result.decode()
+        ET.fromstring(f"<root>{result}</root>")  # well-formed XML
+        assert _tag_skeleton(result) == _tag_skeleton(source)  # same tags, same order
+        assert re.sub(mk.TAG, "", result).split() == translation.split()
+
+
+def test_hostile_markup_is_answered_in_bounded_time():
+    nested = "<b>" * 10_000 + "x" + "</b>" * 10_000
+    huge = '<span title="' + "a" * 50_000 + '">x</span> y'
+    start = time.perf_counter()
+    parsed = mk.parse_markup(tf.constant([nested, huge]))
+    out = mk.insert_tags(parsed, ["x", "X Y"], tf.constant([[0, 0], [0, 1]]))
+    assert time.perf_counter() - start < 20
+    assert parsed.warnings.numpy().tolist() == [mk.TOO_MANY.encode(), b""]
+    assert out.numpy().tolist() == [
+        b"x",
+        ('<span title="' + "a" * 50_000 + '">X</span> Y').encode(),
+    ]
+
+
+@pytest.mark.slow  # loads the shared export and traces the markup path in process: ~60 s
+def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, one_layer_model_dir):
+    from keras_transformer import SearchOptions, artifacts
+    from keras_transformer.decoding.alignments import align_tensors, word_start_table
+    from keras_transformer.decoding.markup_translation import translate_markup
+    from keras_transformer.serving import export as ex
+    from keras_transformer.serving.client import format_results
+
+    model, _, tokenizer = artifacts.load_trained(one_layer_model_dir)
+    translator = ex.make_translator(model, tokenizer, SearchOptions(beam_size=2))
+    starts = word_start_table(tokenizer.model_proto)
+    texts = [
+        'Click <b>OK</b> at https://x.org now. <p>The cat <x id="1"/> sleeps.</p>',
+        "a < b and <i>c",
+        "<b>" * 10_000 + "x" + "</b>" * 10_000,
+        "",
+    ]
+    spec = [tf.TensorSpec([None], tf.string)]
+    want = tf.function(lambda t: translate_markup(translator, t, starts), spec)(tf.constant(texts))
+    loaded = tf.saved_model.load(serving_export_dir)
+    got = loaded.signatures["translate_markup"](text=tf.constant(texts))
+    for key in ("translations", "alignments", "warnings"):
+        assert got[key].numpy().tolist() == want[key].numpy().tolist(), key
+    np.testing.assert_allclose(got["scores"].numpy(), want["scores"].numpy(), atol=1e-5)
+    assert got["warnings"].numpy().tolist()[1:3] == [mk.MALFORMED.encode(), mk.TOO_MANY.encode()]
+    first = got["translations"].numpy()[0].decode()
+    assert _tag_skeleton(first) == _tag_skeleton(texts[0]) and "https://x.org" in first
+    sources, targets = ["The cat sleeps.", ""], ["Der Hund schläft", "x"]
+    aligned = loaded.signatures["align"](source=tf.constant(sources), target=tf.constant(targets))
+    expected = align_tensors(model, tokenizer, sources, targets, starts)["alignments"]
+    assert aligned["alignments"].numpy().tolist() == expected.numpy().tolist()
+    lines = format_results(sources, {"alignments": ["0-0", ""]}, targets=targets)
+    assert lines == ["0-0", ""]
+    assert not ex.unservable_ops(serving_export_dir)  # stock TF Serving's op set
+
+
+_PAGE = """<html><body>
+<p id="par_id1">Choose <span class="emph">Format - Cells</span> &amp; click <a href="x.html">OK</a>.
+<span class="hidden" hidden="hidden">macOS only</span></p>
+<p id="par_id2">Plain text only.</p>
+<p id="par_id3">Press <strong>Enter</strong><br/>now.</p>
+</body></html>"""
+_GERMAN = (("Choose", "Wählen Sie"), ("click", "klicken Sie auf"), ("Press", "Drücken Sie"),
+           ("Plain text only.", "Nur Text."), ("now", "jetzt"))  # fmt: skip
+_SEITE = _PAGE
+for _english, _german in _GERMAN:
+    _SEITE = _SEITE.replace(_english, _german)
+
+
+def test_tagged_dev_set_keeps_inline_tags_of_dev_pages(tmp_path):
+    from keras_transformer.data.tagged_corpus import build_tagged_dev, strip_tags
+
+    for lang, page in (("en-US", _PAGE), ("de", _SEITE)):
+        (tmp_path / lang / "text").mkdir(parents=True)
+        (tmp_path / lang / "text" / "page.html").write_text(page, encoding="utf-8")
+    pairs = build_tagged_dev(tmp_path, "de", dev_fraction=0.98, test_fraction=0.01)
+    assert [(p.source, p.target) for p in pairs] == [
+        (
+            'Choose <span class="emph">Format - Cells</span> &amp; click <a href="x.html">OK</a>.',
+            'Wählen Sie <span class="emph">Format - Cells</span> &amp; klicken Sie auf '
+            '<a href="x.html">OK</a>.',
+        ),
+        ("Press <strong>Enter</strong> now.", "Drücken Sie <strong>Enter</strong> jetzt."),
+    ]  # untagged and hidden text left out; <br/> is a space, as in the plain corpus
+    assert strip_tags(pairs[0].source) == "Choose Format - Cells & click OK."
+    train = {strip_tags(pairs[1].source)}
+    assert len(build_tagged_dev(tmp_path, "de", 0.98, 0.01, train_sources=train)) == 1
+    assert build_tagged_dev(tmp_path, "de", dev_fraction=0.0, test_fraction=0.01) == []
+
+
+@pytest.mark.slow  # loads and traces a model in process: ~40 s
+def test_translate_command_with_markup_and_alignments(one_layer_model_dir, tmp_path, capsys):
+    from keras_transformer.cli import translate
+    from keras_transformer.decoding.alignments import parse_moses
+
+    path = tmp_path / "in.txt"
+    path.write_text("Click <b>OK</b> at 3 now.\na <b>c</i>\n", encoding="utf-8")
+    flags = ["--model-dir", one_layer_model_dir, "--input", str(path), "--beam-size", "2"]
+    assert translate.main([*flags, "--markup", "--alignments"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 2 and f"line 2: {mk.MALFORMED}" in err
+    text, links = lines[0].rsplit("\t", 1)
+    words = re.sub(mk.TAG, "", text).split()
+    assert _tag_skeleton(text) == ["<b>", "</b>"] and "3" in words  # the number restored
+    words = len(words)
+    assert all(i < 5 and j < words for i, j in parse_moses(links))
+
+
+def test_tag_scores_count_well_formed_and_equal_outputs():
+    import sacrebleu
+
+    from keras_transformer.decoding.markup_evaluation import tag_scores
+
+    sources = ["<b>a</b> b", "<i>c</i>", "<u>d</u>"]
+    references = ["<b>x</b> y", "<i>z</i>", "<u>w</u>"]
+    outputs = ["<b>x</b> y", "<b>z</b>", "<u>w"]  # equal; other tags; not well-formed
+    got = tag_scores(sources, references, outputs)
+    assert (got["well_formed"], got["tags_equal"]) == (pytest.approx(2 / 3), pytest.approx(1 / 3))
+    want = sacrebleu.corpus_chrf(["x", "", ""], [["x", "z", "w"]]).score
+    assert got["chrf_inside_tags"] == pytest.approx(want)
