@@ -65,8 +65,9 @@ class Guide(NamedTuple):
             if isinstance(ids, tf.RaggedTensor):
                 ids = ids.to_tensor(default_value=-1)
             ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
-            pad = [[0, 0]] * (rank - 1) + [[0, tf.maximum(1 - tf.shape(ids)[-1], 0)]]
-            return tf.pad(ids, pad, constant_values=-1)  # last axis at least 1 wide
+            shape = tf.shape(ids)
+            pad = [[0, 0]] + [[0, tf.maximum(1 - shape[i], 0)] for i in range(1, rank)]
+            return tf.pad(ids, pad, constant_values=-1)  # every axis but the first >= 1
 
         prefix_ids = table(prefix_ids, 2)
         if first_allowed is None:
