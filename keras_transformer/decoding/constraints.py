@@ -383,7 +383,8 @@ def met_first(met, scores, k: int) -> tf.Tensor:
     by_score = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
     met = tf.cast(tf.gather(met, by_score, batch_dims=1), tf.int32)
     by_met = tf.argsort(met, axis=1, direction="DESCENDING", stable=True)
-    return tf.gather(by_score, by_met, batch_dims=1)[:, :k]
+    best = tf.gather(by_score, by_met, batch_dims=1)[:, :k]
+    return tf.reshape(best, [-1, k])  # a static k for the loop's shape invariants
 
 
 def phrases_met(ids, phrases) -> tf.Tensor:

@@ -156,7 +156,8 @@ def prefix_parts(tokenize, pieces, prefix, vocab_size: int):
     head_ids, tail_ids = tokenize(head), tokenize(tail)
     has_tail = tail_ids.row_lengths() > 0  # (n,)
     forced = tf.concat([head_ids, tail_ids[:, :-1]], axis=1)
-    last = tf.gather(tail_ids.flat_values, tf.maximum(tail_ids.row_splits[1:] - 1, 0))
+    ends = tf.maximum(tail_ids.row_splits[1:] - 1, 0)  # (n,) last piece of each tail
+    last = tf.gather(tf.concat([tail_ids.flat_values, [0]], 0), ends)  # none at all: id 0
     table = tf.constant(pieces, tf.string)  # (vocab,)
     remainder = tf.where(has_tail, tf.gather(table, last), WORD_START)  # (n,)
     n = tf.shape(prefix)[0]
