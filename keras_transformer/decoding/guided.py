@@ -221,7 +221,8 @@ def sentence_fields(text, prefix, constraints, avoid, glossary, limits, segmente
     filled = tf.strings.length(tf.strings.strip(sentences)) > 0
     position = tf.range(tf.shape(sentences)[0])
     first_at = tf.math.unsorted_segment_min(tf.where(filled, position, tf.int32.max), rows, batch)
-    first_at = tf.where(first_at == tf.int32.max, -1, first_at)  # an empty input: none
+    opening = tf.math.unsorted_segment_min(position, rows, batch)  # each input's first
+    first_at = tf.where(first_at == tf.int32.max, opening, first_at)  # all empty: the first
     first = tf.equal(position, tf.gather(first_at, rows))  # (m,)
     own = tf.where(first, rows, batch)  # row `batch`: an empty one
     sentence_prefix = tf.gather(tf.concat([prefix, [""]], 0), own)
@@ -311,6 +312,8 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
     with tf.control_dependencies([fits]):
         source = tf.identity(tokenizer.encode_source(sentences, config.max_length).to_tensor())
     alternative = tf.fill(tf.shape(sentences), -1)
+    blank = lambda t: tf.equal(tf.strings.length(tf.strings.strip(t)), 0)  # noqa: E731
+    idle = blank(sentences) & blank(prefix) & tf.equal(wanted.row_lengths(), 0)  # nothing to do
     if alternatives:
         copies = tf.repeat(tf.range(tf.shape(sentences)[0]), k)  # (m * k,)
         repeat = lambda t: tf.gather(t, copies)  # noqa: E731  # (m * k, ...), ragged too
@@ -318,7 +321,7 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
         wanted_ids, avoid_ids, head_ids = repeat(wanted_ids), repeat(avoid_ids), repeat(head_ids)
         ranks = tf.tile(tf.range(k), tf.shape(sentences))
         alternative = tf.where(repeat(first), ranks, -1)
-        prefix = repeat(prefix)
+        prefix, idle = repeat(prefix), repeat(idle)
     guide = Guide.build(tf.shape(source)[0], config.vocab_size, prefix_ids=forced,
                         first_allowed=first_allowed, alternative=alternative,
                         avoid=avoid_ids, constraints=wanted_ids)  # fmt: skip
@@ -329,6 +332,11 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
     texts = tokenizer.detokenize(ids)
     texts = attach_prefix(prefix, texts[:, None], tokenizer.detokenize(head_ids.to_tensor()))
     texts = tf.where(scores > float("-inf"), texts[:, 0], "")  # no such alternative: ""
+    # An empty sentence with nothing to force translates to "" with score 0, as in the plain
+    # path (`decoding.documents`), whatever the search made of it.
+    texts = tf.where(idle, "", texts)
+    scores = tf.where(idle, 0.0, scores)
+    met = met | idle
     reshape = lambda t: tf.reshape(t, [-1, k])  # noqa: E731  # -> (m, k)
     texts, scores, met = reshape(texts), reshape(scores), reshape(met)
     order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
