@@ -57,6 +57,11 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
             "latency_benchmark", "one sentence a request by length, beside CTranslate2; --profile"
         ),
     },
+    "guided": {
+        "quality": Kind(
+            "constraints_benchmark", "prefix, constraints, glossary on dev: shares, BLEU, speed"
+        ),
+    },
     "learning": {
         "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),
         "curves": Kind("compare_curves", "dev BLEU against steps and minutes of several runs"),

@@ -156,7 +156,7 @@ def _hand_table(beam):
     return probs, stateless_step(lambda ids, step: tf.gather(table, ids[:, -1]), beam)
 
 
-def _guided(constraints, avoid=None, limit=6, beam=2):
+def _guided(constraints, avoid=None, limit=6, beam=2, boundary=None):
     probs, step = _hand_table(beam)
     guide = Guide.build(
         1,
@@ -164,7 +164,7 @@ def _guided(constraints, avoid=None, limit=6, beam=2):
         constraints=tf.constant([constraints], tf.int32),
         avoid=None if avoid is None else tf.constant([avoid], tf.int32),
     )
-    strategy = GuidedBeamSearch(6, SearchOptions(beam_size=beam, alpha=0.0), guide)
+    strategy = GuidedBeamSearch(6, SearchOptions(beam_size=beam, alpha=0.0), guide, boundary)
     ids, scores = decode(strategy, step, tf.constant([BOS]), limit, LoopOptions(eos_id=3))
     return probs, ids.numpy()[0, 0], scores.numpy()[0, 0]
 
@@ -189,6 +189,17 @@ def test_allocation_meets_constraints_plain_beam_misses():
     # Two phrases, [2] and [4, 5]: [2, 4, 5, EOS] holds both.
     _, ids, _ = _guided([[2, -1], [4, 5]])
     assert ids[:5].tolist() == [BOS, 2, 4, 5, 3]
+
+
+def test_a_met_phrase_ends_its_word():
+    # Token 5 continues a word: after the constraint [4] it is blocked. Beam 2 finishes
+    # [4, EOS] (p 0.04 * 0.2) and [1, 4, EOS] (p 0.6 * 0.05 * 0.2, less); without the boundary
+    # rule [4, 5, EOS] would win.
+    boundary = tf.constant([True, True, True, True, True, False])
+    probs, ids, score = _guided([[4]], boundary=boundary)
+    assert ids[:3].tolist() == [BOS, 4, 3]
+    np.testing.assert_allclose(score, np.log(probs[0, 4] * probs[4, 3]), rtol=1e-5)
+    assert _guided([[4]])[1][:4].tolist() == [BOS, 4, 5, 3]
 
 
 def test_impossible_constraint_still_answers():

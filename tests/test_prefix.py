@@ -142,3 +142,23 @@ def test_alternatives_differ_after_the_prefix_and_come_ranked(answers):
         assert all(t.startswith(prefix) for t in row)
         assert len(set(row)) == 3
     assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+def test_translate_flags_give_per_line_guides_and_check_the_glossary(tmp_path):
+    from keras_transformer.cli import guides, translate
+
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("cat\tKatze\n\nsleeps\tschläft\n", encoding="utf-8")
+    args = translate.build_parser().parse_args(
+        ["--model-dir", "x", "--constraints", "Hund", "--avoid", "Maus", "--guide-columns"]
+    )
+    assert guides.has_guides(args)
+    text = guides.read_glossary(str(glossary))
+    rows = guides.guide_rows(["The cat.\tDie \tKatze\tsehr", "Hi"], args, text)
+    assert rows == [
+        ["The cat.", "Die ", "Hund\tKatze\tsehr", "Maus", "cat\tKatze\nsleeps\tschläft"],
+        ["Hi", "", "Hund", "Maus", "cat\tKatze\nsleeps\tschläft"],
+    ]
+    glossary.write_text("cat\tKatze\nno tab\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2 is not source<TAB>target.*no tab"):
+        guides.read_glossary(str(glossary))

@@ -20,6 +20,9 @@ Each line is a whole input (a sentence or a paragraph): it is split into sentenc
 sentences are translated in length-sorted batches and each line's translations are joined
 back in order; its score is the sum of its sentences' scores, and its k-th best joins each
 sentence's k-th best (--no-segment: one sentence per line, as before).
+
+Guides (`cli/guides.py`): --prefix, --alternatives K, --constraints, --avoid, --glossary
+FILE.tsv, and per-line values from extra TSV columns with --guide-columns.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from keras_transformer.cli import common
+from keras_transformer.cli import common, guides
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=32, help="sources per batch")
     common.add_sampling_arguments(parser)
     common.add_document_arguments(parser, segment_by_default=True)
+    guides.add_guide_arguments(parser)
     return parser
 
 
@@ -65,6 +69,8 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
         args.model_dir, weights=args.weights, dtype=args.dtype
     )
     translator = Translator(model, tokenizer, search, documents=common.document_options(args))
+    if guides.has_guides(args):
+        return guides.guided_decoder(translator, args)
     if sampling:
         return lambda lines, progress: translator.sample(
             lines, batch_size=args.batch_size, progress=progress, **sampling
@@ -77,7 +83,7 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
 def _write(sources, outputs, scores, args: argparse.Namespace, start: int = 0) -> None:
     from keras_transformer.serving.client import format_results
 
-    if args.n_best is None and not args.scores:
+    if args.n_best is None and not args.scores and not getattr(args, "alternatives", None):
         lines = outputs
     else:
         results = {"translations": outputs, "scores": scores}

@@ -97,6 +97,7 @@ class GuidedState(NamedTuple):
     met: tf.Tensor  # bool: (active, beam, C) phrases met by each live beam
     phrase: tf.Tensor  # int32: (active, beam) phrase in progress, -1 none
     position: tf.Tensor  # int32: (active, beam) its tokens matched so far
+    just_met: tf.Tensor  # bool: (active, beam) the newest token completed a phrase
     prefix_ids: tf.Tensor  # int32: (active, P)
     prefix_lengths: tf.Tensor  # int32: (active,)
     first_allowed: tf.Tensor  # bool: (active, vocab)
@@ -209,13 +210,18 @@ class GuidedBeamSearch(BeamSearch):
         vocab_size: logits per step.
         search: `SearchOptions`.
         guide: the batch's `Guide`, `(batch, ...)` tensors.
+        boundary: optional bool `(vocab,)`: the tokens that may follow a completed constraint
+            (those that start a word, punctuation, EOS), so that a phrase is met as whole
+            words ("Version" not inside "Versionsystem"); None: any token.
     """
 
     growing = ("alive_ids", "finished_ids")
 
-    def __init__(self, vocab_size: int, search: SearchOptions | None, guide: Guide):
+    def __init__(self, vocab_size: int, search: SearchOptions | None, guide: Guide,
+                 boundary=None):  # fmt: skip
         super().__init__(vocab_size, search)
         self.guide = guide
+        self.boundary = None if boundary is None else tf.cast(boundary, tf.bool)
 
     def initial_state(self, initial_ids, limits, max_len, loop: LoopOptions) -> GuidedState:
         plain = super().initial_state(initial_ids, limits, max_len, loop)
@@ -227,6 +233,7 @@ class GuidedBeamSearch(BeamSearch):
             met=tf.tile(empty[:, None, :], [1, self.beam_size, 1]),  # (batch, beam, C)
             phrase=tf.fill([batch, self.beam_size], -1),
             position=tf.zeros([batch, self.beam_size], tf.int32),
+            just_met=tf.zeros([batch, self.beam_size], tf.bool),
             **self.guide._asdict(),
         )
 
@@ -248,7 +255,11 @@ class GuidedBeamSearch(BeamSearch):
         log_probs = self._take_alternative(log_probs, state.alternative, first)
         blocked = avoid_mask(state.alive_ids, step, state.avoid)  # (active, beam, A)
         blocked = tf.where(forced[:, None, None], -1, blocked)
-        return block_tokens(log_probs, blocked)
+        log_probs = block_tokens(log_probs, blocked)
+        if self.boundary is not None:  # a completed phrase ends its word
+            inside = state.just_met[:, :, None] & ~self.boundary[None, None, :]
+            log_probs = tf.where(inside & ~forced[:, None, None], NEG_INF, log_probs)
+        return log_probs
 
     def _take_alternative(self, log_probs, alternative, first) -> tf.Tensor:
         """At the first free step, items with `alternative` r >= 0 keep only their r-th best
@@ -307,6 +318,8 @@ class GuidedBeamSearch(BeamSearch):
         met, phrase, position = advance_phrases(
             state.met, state.phrase, state.position, tokens, state.constraints)  # fmt: skip
         banks = tokens_met(met, position, state.constraints)  # (active, beam, K)
+        count = lambda m: tf.reduce_sum(tf.cast(m, tf.int32), axis=-1)  # noqa: E731
+        just_met = count(met) > count(state.met)[:, :, None]  # (active, beam, K)
         active, width = tf.shape(tokens)[0], tf.shape(tokens)[2]
         n = self.beam_size * width
 
@@ -314,7 +327,7 @@ class GuidedBeamSearch(BeamSearch):
             return tf.reshape(t, tf.concat([[active, n], tf.shape(t)[3:]], 0))
 
         tokens, scores, banks, met = flat(tokens), flat(scores), flat(banks), flat(met)
-        phrase, position = flat(phrase), flat(position)
+        phrase, position, just_met = flat(phrase), flat(position), flat(just_met)
         beams = tf.repeat(tf.range(self.beam_size), width)[None, :]  # (1, N) source beam
         beams = tf.tile(beams, [active, 1])  # (active, N)
         ids = tf.gather(state.alive_ids, beams, batch_dims=1)  # (active, N, length)
@@ -355,6 +368,7 @@ class GuidedBeamSearch(BeamSearch):
             met=take(met),
             phrase=take(phrase),
             position=take(position),
+            just_met=take(just_met),
         )
         return new_state, rows
 

@@ -187,7 +187,18 @@ def attach_prefix(prefix, texts, head_texts) -> tf.Tensor:
     return tf.where((tf.strings.length(prefix) > 0)[:, None], joined, texts)
 
 
-def guided_ids(model, source_ids, options: SearchOptions, guide: Guide, pad_kernels: bool):
+def word_boundaries(pieces) -> np.ndarray:
+    """bool `(vocab,)`: the pieces that end the word before them: those that start a word or
+    with punctuation, and EOS."""
+    starts = [
+        p.decode().startswith(WORD_START) or not p.decode()[:1].isalnum() for p in pieces
+    ]  # fmt: skip
+    starts[EOS_ID] = True
+    return np.asarray(starts, bool)
+
+
+def guided_ids(model, source_ids, options: SearchOptions, guide: Guide, pad_kernels: bool,
+               boundary=None):  # fmt: skip
     """Guided beam search of source ids `(n, src_len)`: `(ids (n, 1, len) without BOS,
     scores (n, 1))`. Each item may produce `source length + max_extra_length` tokens, or
     `prefix length + max_extra_length` when longer, at most the model's `max_length`."""
@@ -200,7 +211,7 @@ def guided_ids(model, source_ids, options: SearchOptions, guide: Guide, pad_kern
     max_len = tf.reduce_max(tf.concat([limits, [1]], 0))
     options = options.replace(n_best=1)
     step = per_source_step(model, memory, memory_mask, options.beam_size, pad_kernels=pad_kernels)
-    strategy = GuidedBeamSearch(config.vocab_size, options, guide)
+    strategy = GuidedBeamSearch(config.vocab_size, options, guide, boundary)
     bos = tf.fill(tf.shape(source)[:1], config.bos_id)
     loop = LoopOptions(config.eos_id, config.pad_id)
     ids, scores = decode(strategy, step, bos, max_len, loop, max_lengths=limits)
@@ -326,7 +337,7 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
                         first_allowed=first_allowed, alternative=alternative,
                         avoid=avoid_ids, constraints=wanted_ids)  # fmt: skip
     ids, scores = guided_ids(translator.model, source, translator.options, guide,
-                             translator.pad_kernels)  # fmt: skip
+                             translator.pad_kernels, word_boundaries(pieces))  # fmt: skip
     ids, scores = ids[:, 0], scores[:, 0]  # (n,)
     met = phrases_met(ids, guide.constraints)
     texts = tokenizer.detokenize(ids)
