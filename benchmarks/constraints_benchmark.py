@@ -12,9 +12,12 @@ constraints, a glossary, and their speed beside the plain search, in one run.
   word that co-occurs best with each frequent source word, by Dice coefficient); the share of
   dev sentences whose source holds a term whose output holds its target, before (plain) and
   after (the glossary sent with every request).
-- speed: output pieces per second of the plain `Translator`, of the guided search with no
-  guide, with 1 and with 3 reference words as constraints and with the prefix, in batches of
-  --batch-size sentences sorted by length, each after one warm-up batch.
+- speed: output pieces per second of the plain `Translator` (its `translate_tensors` as one
+  graph, as `serving_default`), of the guided search with no guide, with 1 and with 3
+  reference words as constraints and with the prefix: --rounds passes of each over the first
+  --speed-sentences sentences, alternating searches (medians), in batches of --batch-size
+  sentences sorted by length, after one warm-up pass each. The quality figures come from
+  one pass over all the sentences.
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ def parse_args(argv, prog=None):
     parser.add_argument("--sentences", type=int, default=0, help="dev sentences (0: all)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per search")
     parser.add_argument("--terms", type=int, default=20, help="glossary pairs")
+    parser.add_argument("--speed-sentences", type=int, default=160,
+                        help="dev sentences of each timed pass")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="timed passes of each search, alternating (median)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -143,17 +150,13 @@ def main(argv=None, prog=None) -> dict:
         out = plain_function(tf.constant([sources[i] for i in batch]))
         return [t.decode() for t in out["translations"].numpy()]
 
-    plain, plain_s = in_batches(sources, size, plain_run)
-    empty, empty_s = guided_run(guided, sources, size)
-    result = {"sentences": len(sources), "search": search.__dict__, "speed": {}}
-    speed = result["speed"]
-    speed["plain"] = tokens_per_second(tokenizer, plain, plain_s)
-    speed["guided, no guide"] = tokens_per_second(tokenizer, empty, empty_s)
+    plain, _ = in_batches(sources, size, plain_run)
+    empty, _ = guided_run(guided, sources, size)
+    result = {"sentences": len(sources), "search": search.__dict__}
     result["no guide equals plain"] = sum(a == b for a, b in zip(plain, empty)) / len(plain)
     # Prefix: the reference's first two words.
     prefixes = [" ".join(r.split()[:2]) for r in references]
-    prefixed, prefix_s = guided_run(guided, sources, size, prefix=prefixes)
-    speed["prefix"] = tokens_per_second(tokenizer, prefixed, prefix_s)
+    prefixed, _ = guided_run(guided, sources, size, prefix=prefixes)
     result["prefix"] = {
         "start with it": sum(o.startswith(p) for o, p in zip(prefixed, prefixes)) / len(sources),
         "bleu without": bleu(plain, references),
@@ -164,11 +167,9 @@ def main(argv=None, prog=None) -> dict:
                for r, o in zip(references, plain)]  # fmt: skip
     chosen = [i for i, m in enumerate(missing) if m]
     one = ["" if not missing[i] else missing[i][0] for i in range(len(sources))]
-    constrained, one_s = guided_run(guided, sources, size, constraints=one)
-    speed["1 constraint"] = tokens_per_second(tokenizer, constrained, one_s)
+    constrained, _ = guided_run(guided, sources, size, constraints=one)
     three = ["\t".join(dict.fromkeys(m[:3])) for m in missing]
-    three_out, three_s = guided_run(guided, sources, size, constraints=three)
-    speed["3 constraints"] = tokens_per_second(tokenizer, three_out, three_s)
+    three_out, _ = guided_run(guided, sources, size, constraints=three)
     pick = lambda xs: [xs[i] for i in chosen]  # noqa: E731
     result["constraint"] = {
         "sentences": len(chosen),
@@ -179,6 +180,9 @@ def main(argv=None, prog=None) -> dict:
             all(has_word(three_out[i], w) for w in three[i].split("\t")) for i in chosen
         ) / len(chosen),
     }  # fmt: skip
+    guides = {"plain": None, "guided, no guide": {}, "1 constraint": {"constraints": one},
+              "3 constraints": {"constraints": three}, "prefix": {"prefix": prefixes}}  # fmt: skip
+    result["speed"] = speed_study(plain_run, guided, tokenizer, sources, guides, args)
     result["glossary"] = glossary_study(guided, sources, plain, size, args.dataset, args.terms)
     result["machine"] = machine.description()
     flags.write_json(result, args.json)
@@ -203,3 +207,25 @@ def glossary_study(guided, sources, plain, size, dataset, count) -> dict:
 
     return {"terms": terms, "sentences with a term": len(rows), "before": share(plain),
             "after": share(out)}  # fmt: skip
+
+
+def speed_study(plain_run, guided, tokenizer, sources, guides, args) -> dict:
+    """Median output pieces/s of each search over `args.rounds` alternating passes."""
+    count = args.speed_sentences or len(sources)
+    subset = sources[:count]
+    cut = {name: {k: v[:count] for k, v in (g or {}).items()} for name, g in guides.items()}
+
+    def one_pass(name):
+        if cut[name] is None:
+            return in_batches(subset, args.batch_size, plain_run)
+        return guided_run(guided, subset, args.batch_size, **cut[name])
+
+    rates = {name: [] for name in guides}
+    for name in guides:
+        one_pass(name)  # warm-up pass
+    for _ in range(args.rounds):
+        for name in guides:
+            outputs, seconds = one_pass(name)
+            rates[name].append(tokens_per_second(tokenizer, outputs, seconds))
+    return {name: round(float(np.median(r)), 1) for name, r in rates.items()} | {
+        "sentences": count, "rounds": args.rounds}  # fmt: skip
