@@ -30,7 +30,8 @@ five signatures that take strings:
 
 The guided signatures (`keras_transformer.decoding.guided`) take only string (batch,) inputs,
 so TF Serving's batching merges their requests; a request over `GuideLimits` fails with
-INVALID_ARGUMENT naming the limit. `export_savedmodel(..., guided=False)` leaves them out.
+INVALID_ARGUMENT naming the limit. They are in exports made with `guided=True` (`--guided`):
+tracing them adds to the export's time.
 
 Beam size, length penalty alpha and n_best are fixed at export time; the sampling inputs are
 per request, with defaults in the SignatureDef (`signatures.SAMPLE_INPUTS`: TF Serving >= 2.14
@@ -139,7 +140,7 @@ class TranslationModule(tf.Module):
     """
 
     def __init__(self, translator, model, tokenizer, n_best: int, name: str | None = None,
-                 guided: bool = True):  # fmt: skip
+                 guided: bool = False):  # fmt: skip
         super().__init__(name=name)
         self._parts = _Untracked(translator=translator, model=model)
         self.model_variables = [weight.value for weight in model.variables]  # the tf.Variables
@@ -392,9 +393,7 @@ def save_module(
     tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_base)  # ignored by TF Serving
     try:
         tf.saved_model.save(module, tmp_dir, signatures=module.signatures())
-        served = SIGNATURES if module.guided else [
-            s for s in SIGNATURES if s not in GUIDED_SIGNATURES
-        ]  # fmt: skip
+        served = SIGNATURES + (GUIDED_SIGNATURES if module.guided else ())
         write_warmup_file(tmp_dir, model_name, signatures=served)
         if info is not None:
             with open(os.path.join(tmp_dir, EXPORT_INFO_FILE), "w") as f:
@@ -423,7 +422,7 @@ def export_savedmodel(
     documents: DocumentOptions | None = None,
     dtype: str = "float32",
     pad_kernels: bool | None = None,
-    guided: bool = True,
+    guided: bool = False,
 ) -> str:
     """Export the trained model in `model_dir`; returns `export_base/model_name/version`.
 

@@ -16,6 +16,7 @@ Plain Python at import (TensorFlow and tensorflow-serving-api load inside
                                                     -> translations, scores,
                                                        constraints_met (batch,)
     translate_alternatives  the same inputs         -> the same outputs (batch, k)
+                      (the last two only in exports made with --guided)
 
 Every `text` is a whole input (a sentence, a paragraph, a document): the export splits it into
 sentences and joins their translations (`keras_transformer.decoding.documents`); `segment`
@@ -36,13 +37,12 @@ SEGMENT_SIGNATURE = "segment"  # text (batch,) -> segments (batch, n), num_segme
 GUIDED_SIGNATURE = "translate_guided"  # text and guides (batch,) -> (batch,) outputs
 ALTERNATIVES_SIGNATURE = "translate_alternatives"  # the same -> (batch, k) outputs
 GUIDED_SIGNATURES = (GUIDED_SIGNATURE, ALTERNATIVES_SIGNATURE)
-SIGNATURES = (
+SIGNATURES = (  # every export's; exports made with guided=True add GUIDED_SIGNATURES
     SERVING_SIGNATURE,
     NBEST_SIGNATURE,
     SAMPLE_SIGNATURE,
     SCORE_SIGNATURE,
     SEGMENT_SIGNATURE,
-    *GUIDED_SIGNATURES,
 )
 INPUT_KEY = "text"
 OUTPUT_KEYS = ("translations", "scores")
