@@ -147,6 +147,11 @@ class TranslationModule(tf.Module):
         self.tokenizer = tokenizer
         self.n_best = n_best
         self.guided = guided
+        if guided:  # only then: saving traces every tf.function with a signature it holds
+            self.translate_guided = tf.function(self._guided_one, input_signature=GUIDED_SPECS)
+            self.translate_alternatives = tf.function(
+                self._guided_alternatives, input_signature=GUIDED_SPECS
+            )
 
     @property
     def translator(self):
@@ -220,15 +225,15 @@ class TranslationModule(tf.Module):
             "num_segments": tf.cast(segments.row_lengths(), tf.int32),
         }
 
-    @tf.function(input_signature=GUIDED_SPECS)
-    def translate_guided(self, text, prefix, constraints, avoid, glossary):
-        """Strings (batch,) -> translations, scores, constraints_met (batch,)."""
+    def _guided_one(self, text, prefix, constraints, avoid, glossary):
+        """`translate_guided`: strings (batch,) -> translations, scores, constraints_met
+        (batch,)."""
         return self._guided(text, prefix, constraints, avoid, glossary, 0, [None])
 
-    @tf.function(input_signature=GUIDED_SPECS)
-    def translate_alternatives(self, text, prefix, constraints, avoid, glossary):
-        """Strings (batch,) -> translations, scores, constraints_met (batch, n_best): the
-        n_best best continuations of the prefix that differ in their first piece."""
+    def _guided_alternatives(self, text, prefix, constraints, avoid, glossary):
+        """`translate_alternatives`: strings (batch,) -> translations, scores,
+        constraints_met (batch, n_best): the n_best best continuations of the prefix that
+        differ in their first piece."""
         shape = [None, self.n_best]
         return self._guided(text, prefix, constraints, avoid, glossary, self.n_best, shape)
 
