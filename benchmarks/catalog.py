@@ -62,6 +62,11 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
             "markup_benchmark", "tags, protected spans, alignment AER, markup vs plain speed"
         ),
     },
+    "guided": {
+        "quality": Kind(
+            "constraints_benchmark", "prefix, constraints, glossary on dev: shares, BLEU, speed"
+        ),
+    },
     "learning": {
         "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),
         "curves": Kind("compare_curves", "dev BLEU against steps and minutes of several runs"),

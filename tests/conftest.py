@@ -59,8 +59,9 @@ def one_layer_model_dir(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def serving_export_dir(one_layer_model_dir, tmp_path_factory) -> str:
-    """A SavedModel export (`transformer/1`: beam 2, n-best 2, ops not checked: test_export
-    checks them) of `one_layer_model_dir`; read-only. Shared by test_client.py and
+    """A SavedModel export (`transformer/1`: beam 2, n-best 2, the guided signatures, ops not
+    checked: test_export and test_guided_serving check them) of `one_layer_model_dir`;
+    read-only. Shared by test_client.py and
     test_serving_load.py: a worker exports once, not once per file."""
     from keras_transformer import SearchOptions
     from keras_transformer.serving.export import export_savedmodel
@@ -68,7 +69,7 @@ def serving_export_dir(one_layer_model_dir, tmp_path_factory) -> str:
     base = str(tmp_path_factory.mktemp("serving"))
     return export_savedmodel(
         one_layer_model_dir, base, "transformer", search=SearchOptions(beam_size=2), n_best=2,
-        check_ops=False,
+        check_ops=False, guided=True,
     )  # fmt: skip
 
 

@@ -43,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
     common.add_document_arguments(parser, segment_by_default=True)
+    parser.add_argument(
+        "--guided", action="store_true",
+        help="add translate_guided and translate_alternatives (target prefix, alternatives, "
+        "constraints, avoid, glossary; BUILD.md); they add to the export's tracing time",
+    )  # fmt: skip
     return parser
 
 
@@ -60,7 +65,7 @@ def export(args: argparse.Namespace) -> int:
         args.model_dir, args.export_base, args.model_name, args.version, args.weights,
         common.search_options(args), args.n_best, args.jit_compile,
         documents=common.document_options(args), dtype=args.dtype,
-        pad_kernels=PAD_KERNELS[args.pad_kernels],
+        pad_kernels=PAD_KERNELS[args.pad_kernels], guided=args.guided,
     )  # fmt: skip
     info = read_export_info(path)
     print(path)

@@ -25,6 +25,8 @@ sentence's k-th best (--no-segment: one sentence per line, as before).
 protected spans (URLs, numbers, placeholders, key combinations) come back verbatim; a line
 whose tags do not nest is translated as text with a warning on stderr. --alignments appends
 a tab and the Moses "i-j" word alignments (source word i, output word j) to each line.
+Guides (`cli/guides.py`): --prefix, --alternatives K, --constraints, --avoid, --glossary
+FILE.tsv, and per-line values from extra TSV columns with --guide-columns.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from keras_transformer.cli import common
+from keras_transformer.cli import common, guides
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--alignments", action="store_true", help="append Moses alignments")
     common.add_sampling_arguments(parser)
     common.add_document_arguments(parser, segment_by_default=True)
+    guides.add_guide_arguments(parser)
     return parser
 
 
@@ -78,6 +81,8 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
         return lambda lines, progress: translate_lines(
             translator, lines, args.markup, args.batch_size, progress
         )
+    if guides.has_guides(args):
+        return guides.guided_decoder(translator, args)
     if sampling:
         return lambda lines, progress: translator.sample(
             lines, batch_size=args.batch_size, progress=progress, **sampling
@@ -97,7 +102,7 @@ def _write(sources, outputs, scores, args: argparse.Namespace, start: int = 0) -
             score = f"{scores[index]:.4f}\t" if args.scores else ""
             print(score + text + (f"\t{links}" if args.alignments else ""), flush=True)
         return
-    if args.n_best is None and not args.scores:
+    if args.n_best is None and not args.scores and not getattr(args, "alternatives", None):
         lines = outputs
     else:
         results = {"translations": outputs, "scores": scores}
@@ -128,6 +133,11 @@ def translate(args: argparse.Namespace) -> int:
     sampling = common.sampling_options(args)
     if (args.markup or args.alignments) and (sampling or args.n_best is not None):
         raise ValueError("--markup and --alignments need 1-best beam search.")
+    if (args.markup or args.alignments) and guides.has_guides(args):
+        raise ValueError(
+            "--markup and --alignments take no guides (--prefix, --alternatives, "
+            "--constraints, --avoid, --glossary, --guide-columns): use one or the other."
+        )
     if sampling:
         if args.n_best is not None:
             raise ValueError("--n-best needs beam search: drop --sampling or --n-best.")

@@ -385,6 +385,15 @@ class Translator(tf.Module):
             self._starts = word_start_table(self.tokenizer.model_proto)
         return translate_markup(self, text, self._starts)
 
+    def translate_guided_tensors(self, text, prefix=None, constraints=None, avoid=None,
+                                 glossary=None, alternatives: int = 0) -> dict:  # fmt: skip
+        """String `(batch,)` inputs and guides (a target prefix, tab-separated constraints and
+        phrases to avoid, glossary lines) -> `{"translations", "scores", "constraints_met"}`
+        `(batch,)`, or `(batch, alternatives)`: `decoding.guided.translate_guided`."""
+        from keras_transformer.decoding.guided import translate_guided
+
+        return translate_guided(self, text, prefix, constraints, avoid, glossary, alternatives)
+
     def sample_tensors(
         self, text, method: str = "sample", temperature=1.0, top_k=0, top_p=1.0, seed=0
     ) -> dict:

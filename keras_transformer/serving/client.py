@@ -53,9 +53,11 @@ class Request:
     """One prediction request's options, shared by `predict_grpc` and `predict_rest`.
 
     `model_name`, `signature` and `version` (None: the latest) address the model; `targets` go
-    to the `score` signature and `sampling` (`signatures.sampling_inputs` arguments) to
-    `translate_sample`; each try waits up to `timeout` seconds, and an UNAVAILABLE server is
-    tried again `retries` times after `backoff`, 2 x `backoff`, ... seconds of `sleep`.
+    to the `score` signature, `sampling` (`signatures.sampling_inputs` arguments) to
+    `translate_sample` and `guides` ({"prefix", "constraints", "avoid", "glossary"}: one
+    string per text each) to the guided signatures; each try waits up to `timeout` seconds,
+    and an UNAVAILABLE server is tried again `retries` times after `backoff`, 2 x `backoff`,
+    ... seconds of `sleep`.
     """
 
     model_name: str = "transformer"
@@ -63,6 +65,7 @@ class Request:
     version: int | None = None
     targets: Sequence[str | bytes] | None = None
     sampling: dict | None = None
+    guides: dict | None = None
     timeout: float = 30.0
     retries: int = 3
     backoff: float = 0.5
@@ -108,7 +111,7 @@ def predict_grpc(
 
     ask = Request(model_name, signature, **options)
     request = make_predict_request(
-        texts, model_name, signature, ask.version, ask.targets, ask.sampling
+        texts, model_name, signature, ask.version, ask.targets, ask.sampling, ask.guides
     )
     options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
     with grpc.insecure_channel(server, options=options) as channel:
@@ -145,7 +148,7 @@ def predict_rest(
     """Predict over REST at `base_url` ("http://host:8501"), columnar ("inputs") format;
     `options` as for `predict_grpc`."""
     ask = Request(model_name, signature, **options)
-    inputs = request_inputs(signature, texts, ask.targets, ask.sampling)
+    inputs = request_inputs(signature, texts, ask.targets, ask.sampling, ask.guides)
     inputs = {
         key: [b.decode("utf-8", "replace") for b in value] if isinstance(value, list) else value
         for key, value in inputs.items()

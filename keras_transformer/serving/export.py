@@ -7,7 +7,7 @@ Command line: `keras-transformer-export` (`python export/export_savedmodel.py`, 
 `python -m keras_transformer.cli.export`).
 
 The export is one `tf.Module` holding the Keras model and the SentencePiece tokenizer, with
-five signatures that take strings:
+seven signatures that take strings:
 
     serving_default   text: string (batch,) -> translations: string (batch,),
                                                 scores: float32 (batch,)
@@ -30,6 +30,19 @@ five signatures that take strings:
 the tags around the aligned words, protected spans (URLs, numbers, placeholders, ...) verbatim,
 Moses "i-j" word alignments and a warning where markup was malformed (translated as text);
 `align` aligns given pairs (`decoding.markup_translation`, `decoding.alignments`).
+Exports made with `guided=True` (`--guided`) add two:
+
+    translate_guided  text, prefix, constraints, avoid, glossary: string (batch,)
+                                            -> translations: string (batch,),
+                                               scores: float32 (batch,),
+                                               constraints_met: bool (batch,)
+    translate_alternatives  the same inputs -> the same outputs, (batch, n_best) each:
+                                               n_best continuations of the prefix
+
+The guided signatures (`keras_transformer.decoding.guided`) take only string (batch,) inputs,
+so TF Serving's batching merges their requests; a request over `GuideLimits` fails with
+INVALID_ARGUMENT naming the limit. They are in exports made with `guided=True` (`--guided`):
+tracing them adds to the export's time.
 
 Beam size, length penalty alpha and n_best are fixed at export time; the sampling inputs are
 per request, with defaults in the SignatureDef (`signatures.SAMPLE_INPUTS`: TF Serving >= 2.14
@@ -69,6 +82,11 @@ from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.serving.signatures import (
     ALIGN_SIGNATURE,
+    ALTERNATIVES_SIGNATURE,
+    GUIDE_KEYS,
+    GUIDED_OUTPUT_KEYS,
+    GUIDED_SIGNATURE,
+    GUIDED_SIGNATURES,
     INPUT_KEY,
     MARKUP_OUTPUT_KEYS,
     MARKUP_SIGNATURE,
@@ -105,6 +123,7 @@ SAMPLE_SPECS = [TEXT_SPEC] + [
     tf.TensorSpec([], dtype, name=key) for key, (dtype, _) in SAMPLE_INPUTS.items()
 ]
 SCORE_SPECS = [tf.TensorSpec([None], tf.string, name=key) for key in SCORE_INPUT_KEYS]
+GUIDED_SPECS = [TEXT_SPEC] + [tf.TensorSpec([None], tf.string, name=key) for key in GUIDE_KEYS]
 # Tensor defaults of a signature function's arguments become the SignatureDef's defaults.
 _SAMPLE_DEFAULTS = {key: tf.constant(value, dtype) for key, (dtype, value) in SAMPLE_INPUTS.items()}
 
@@ -135,7 +154,8 @@ class TranslationModule(tf.Module):
     rebinds the captures through the object graph.
     """
 
-    def __init__(self, translator, model, tokenizer, n_best: int, name: str | None = None):
+    def __init__(self, translator, model, tokenizer, n_best: int, name: str | None = None,
+                 guided: bool = False):  # fmt: skip
         super().__init__(name=name)
         self._parts = _Untracked(translator=translator, model=model)
         self.model_variables = [weight.value for weight in model.variables]  # the tf.Variables
@@ -144,6 +164,12 @@ class TranslationModule(tf.Module):
         from keras_transformer.decoding.alignments import word_start_table
 
         self._parts.starts = word_start_table(tokenizer.model_proto)  # (vocab,) int32
+        self.guided = guided
+        if guided:  # only then: saving traces every tf.function with a signature it holds
+            self.translate_guided = tf.function(self._guided_one, input_signature=GUIDED_SPECS)
+            self.translate_alternatives = tf.function(
+                self._guided_alternatives, input_signature=GUIDED_SPECS
+            )
 
     @property
     def translator(self):
@@ -237,8 +263,27 @@ class TranslationModule(tf.Module):
         out = align_tensors(self.model, self.tokenizer, source, target, self._parts.starts)
         return {"alignments": tf.ensure_shape(out["alignments"], [None])}
 
+    def _guided_one(self, text, prefix, constraints, avoid, glossary):
+        """`translate_guided`: strings (batch,) -> translations, scores, constraints_met
+        (batch,)."""
+        return self._guided(text, prefix, constraints, avoid, glossary, 0, [None])
+
+    def _guided_alternatives(self, text, prefix, constraints, avoid, glossary):
+        """`translate_alternatives`: strings (batch,) -> translations, scores,
+        constraints_met (batch, n_best): the n_best best continuations of the prefix that
+        differ in their first piece."""
+        shape = [None, self.n_best]
+        return self._guided(text, prefix, constraints, avoid, glossary, self.n_best, shape)
+
+    def _guided(self, text, prefix, constraints, avoid, glossary, alternatives, shape):
+        from keras_transformer.decoding.guided import translate_guided
+
+        out = translate_guided(self.translator, text, prefix, constraints, avoid, glossary,
+                               alternatives)  # fmt: skip
+        return {key: tf.ensure_shape(out[key], shape) for key in GUIDED_OUTPUT_KEYS}
+
     def signatures(self) -> dict:
-        return {
+        signatures = {
             SERVING_SIGNATURE: self.translate.get_concrete_function(),
             NBEST_SIGNATURE: self.translate_nbest.get_concrete_function(),
             SAMPLE_SIGNATURE: self.translate_sample,  # a tf.function: keeps its defaults
@@ -247,6 +292,11 @@ class TranslationModule(tf.Module):
             MARKUP_SIGNATURE: self.translate_markup.get_concrete_function(),
             ALIGN_SIGNATURE: self.align.get_concrete_function(),
         }
+        if self.guided:
+            signatures[GUIDED_SIGNATURE] = self.translate_guided.get_concrete_function()
+            alternatives = self.translate_alternatives.get_concrete_function()
+            signatures[ALTERNATIVES_SIGNATURE] = alternatives
+        return signatures
 
 
 def make_translator(
@@ -282,14 +332,17 @@ def next_version(model_base: str) -> int:
     return max((int(n) for n in names if n.isdigit()), default=0) + 1
 
 
-def warmup_requests(model_name: str, texts: Sequence[str] = WARMUP_TEXTS) -> list:
-    """`PredictionLog`s for every signature: each text alone, then all texts in one batch
-    (`score`: each text scored as its own target; `translate_sample`: default knobs)."""
+def warmup_requests(
+    model_name: str, texts: Sequence[str] = WARMUP_TEXTS, signatures: Sequence[str] = SIGNATURES
+) -> list:
+    """`PredictionLog`s for every signature of `signatures`: each text alone, then all texts
+    in one batch (`score`: each text scored as its own target; `translate_sample`: default
+    knobs; the guided signatures: no guide)."""
     from tensorflow_serving.apis import prediction_log_pb2
 
     batches = [[t] for t in texts if t] + [list(texts)]
     logs = []
-    for signature in SIGNATURES:
+    for signature in signatures:
         for batch in batches:
             targets = batch if signature in PAIR_SIGNATURES else None
             request = make_predict_request(batch, model_name, signature, targets=targets)
@@ -300,13 +353,15 @@ def warmup_requests(model_name: str, texts: Sequence[str] = WARMUP_TEXTS) -> lis
     return logs
 
 
-def write_warmup_file(export_dir: str, model_name: str, texts=WARMUP_TEXTS) -> str:
+def write_warmup_file(
+    export_dir: str, model_name: str, texts=WARMUP_TEXTS, signatures: Sequence[str] = SIGNATURES
+) -> str:
     """Write `assets.extra/tf_serving_warmup_requests` (a TFRecord of PredictionLog protos)."""
     extra = os.path.join(export_dir, "assets.extra")
     tf.io.gfile.makedirs(extra)
     path = os.path.join(extra, WARMUP_FILE)
     with tf.io.TFRecordWriter(path) as writer:
-        for log in warmup_requests(model_name, texts):
+        for log in warmup_requests(model_name, texts, signatures):
             writer.write(log.SerializeToString())
     return path
 
@@ -383,7 +438,8 @@ def save_module(
     tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_base)  # ignored by TF Serving
     try:
         tf.saved_model.save(module, tmp_dir, signatures=module.signatures())
-        write_warmup_file(tmp_dir, model_name)
+        served = SIGNATURES + (GUIDED_SIGNATURES if module.guided else ())
+        write_warmup_file(tmp_dir, model_name, signatures=served)
         if info is not None:
             with open(os.path.join(tmp_dir, EXPORT_INFO_FILE), "w") as f:
                 json.dump(info, f, indent=1, sort_keys=True)
@@ -411,6 +467,7 @@ def export_savedmodel(
     documents: DocumentOptions | None = None,
     dtype: str = "float32",
     pad_kernels: bool | None = None,
+    guided: bool = False,
 ) -> str:
     """Export the trained model in `model_dir`; returns `export_base/model_name/version`.
 
@@ -434,6 +491,8 @@ def export_savedmodel(
             (BUILD.md, "A bfloat16 export").
         pad_kernels: whether the search multiplies by padded kernels (`Translator`); None:
             the tracing machine's rule (`padded_kernels.default_pad_kernels`).
+        guided: add `translate_guided` and `translate_alternatives` (prefix, alternatives,
+            terminology; growing buffers only: left out under `jit_compile`).
 
     The choices the graph was built with (dtype, pad_kernels, XLA, the search, the tracing
     machine's CPU) are written to the version's `assets.extra/export_info.json`, so a graph
@@ -457,7 +516,8 @@ def export_savedmodel(
     # that may have trained in mixed precision): load_trained builds under its own dtype.
     model, _, tokenizer = artifacts.load_trained(model_dir, weights, dtype=dtype)
     translator = make_translator(model, tokenizer, search, jit_compile, documents, pad_kernels)
-    module = TranslationModule(translator, model, tokenizer, n_best)
+    guided = guided and not jit_compile
+    module = TranslationModule(translator, model, tokenizer, n_best, guided=guided)
     info = export_info(translator, dtype)
     return save_module(module, export_base, model_name, version, check_ops, info)
 

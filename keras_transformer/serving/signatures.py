@@ -15,6 +15,11 @@ Plain Python at import (TensorFlow and tensorflow-serving-api load inside
     translate_markup  text (batch,), inline tags    -> translations, scores, alignments,
                                                        warnings (batch,)
     align             source (batch,), target (batch,) -> alignments (batch,)
+    translate_guided  text, prefix, constraints, avoid, glossary (batch,)
+                                                    -> translations, scores,
+                                                       constraints_met (batch,)
+    translate_alternatives  the same inputs         -> the same outputs (batch, k)
+                      (the last two only in exports made with --guided)
 
 Every `text` is a whole input (a sentence, a paragraph, a document): the export splits it into
 sentences and joins their translations (`keras_transformer.decoding.documents`); `segment`
@@ -35,7 +40,10 @@ SEGMENT_SIGNATURE = "segment"  # text (batch,) -> segments (batch, n), num_segme
 # Tags in, tags out, protected spans verbatim (`decoding.markup_translation`).
 MARKUP_SIGNATURE = "translate_markup"  # text -> translations, scores, alignments, warnings
 ALIGN_SIGNATURE = "align"  # source, target (batch,) -> alignments (batch,): Moses "i-j"
-SIGNATURES = (
+GUIDED_SIGNATURE = "translate_guided"  # text and guides (batch,) -> (batch,) outputs
+ALTERNATIVES_SIGNATURE = "translate_alternatives"  # the same -> (batch, k) outputs
+GUIDED_SIGNATURES = (GUIDED_SIGNATURE, ALTERNATIVES_SIGNATURE)
+SIGNATURES = (  # every export's; exports made with guided=True add GUIDED_SIGNATURES
     SERVING_SIGNATURE,
     NBEST_SIGNATURE,
     SAMPLE_SIGNATURE,
@@ -52,6 +60,11 @@ OUTPUT_KEYS = ("translations", "scores")
 SCORE_INPUT_KEYS = ("source", "target")
 SCORE_OUTPUT_KEYS = ("log_prob", "per_token", "score")
 SEGMENT_OUTPUT_KEYS = ("segments", "num_segments")
+# The guided signatures' inputs besides `text`, each string (batch,), "" for none
+# (keras_transformer.decoding.guided): the prefix, tab-separated constraints and phrases to
+# avoid, glossary lines `source<TAB>target` joined by newlines.
+GUIDE_KEYS = ("prefix", "constraints", "avoid", "glossary")
+GUIDED_OUTPUT_KEYS = ("translations", "scores", "constraints_met")
 # translate_sample's scalar inputs: name -> (dtype, default). The dtypes are JSON's number
 # types, so REST requests (and the test double) need no casts. The defaults (plain sampling
 # from the whole distribution, seed 0) are also written into the SignatureDef: TF Serving
@@ -102,16 +115,36 @@ def sampling_inputs(
     return {"temperature": float(temperature), "top_k": top_k, "top_p": float(top_p), "seed": seed}
 
 
+def guide_inputs(texts: list[bytes], guides: dict | None) -> dict[str, list[bytes]]:
+    """Every `GUIDE_KEYS` input for a batch: `guides` maps a key to one string per text;
+    a key not given is "" for all."""
+    guides = dict(guides or {})
+    unknown = sorted(set(guides) - set(GUIDE_KEYS))
+    if unknown:
+        raise ValueError(f"guides keys must be among {GUIDE_KEYS}. Received: {unknown}")
+    inputs = {}
+    for key in GUIDE_KEYS:
+        values = texts_as_bytes(guides.get(key, [""] * len(texts)))
+        if len(values) != len(texts):
+            raise ValueError(f"Got {len(values)} values of {key!r} for {len(texts)} texts.")
+        inputs[key] = values
+    return inputs
+
+
 def request_inputs(
     signature: str,
     texts: Sequence[str | bytes],
     targets: Sequence[str | bytes] | None = None,
     sampling: dict | None = None,
+    guides: dict | None = None,
 ) -> dict[str, list[bytes] | int | float]:
     """The named inputs of one request to `signature`, as plain Python values (strings as
     bytes): `text` (plus every sampling input for `translate_sample`, from `sampling`'s
-    `sampling_inputs` arguments), or `source` = texts and `target` = targets for `score`."""
+    `sampling_inputs` arguments; every guide input for the guided signatures, from
+    `guides`), or `source` = texts and `target` = targets for `PAIR_SIGNATURES`."""
     texts = texts_as_bytes(texts)
+    if signature not in GUIDED_SIGNATURES and guides:
+        raise ValueError(f"guides go to {GUIDED_SIGNATURES}, not {signature!r}.")
     if signature in PAIR_SIGNATURES:
         if targets is None:
             raise ValueError(f"The {signature!r} signature needs targets.")
@@ -126,6 +159,8 @@ def request_inputs(
     inputs: dict = {INPUT_KEY: texts}
     if signature == SAMPLE_SIGNATURE:
         inputs.update(sampling_inputs(**(sampling or {})))
+    if signature in GUIDED_SIGNATURES:
+        inputs.update(guide_inputs(texts, guides))
     return inputs
 
 
@@ -136,11 +171,13 @@ def make_predict_request(
     version: int | None = None,
     targets: Sequence[str | bytes] | None = None,
     sampling: dict | None = None,
+    guides: dict | None = None,
 ):
     """A `tensorflow_serving.apis.predict_pb2.PredictRequest` for the string batch `texts`
-    (and `targets`, `sampling`: see `request_inputs`), addressed to `model_name`/`signature`,
-    pinned to `version` when given. Used by the client and by the export's warm-up records."""
-    inputs = request_inputs(signature, texts, targets, sampling)
+    (and `targets`, `sampling`, `guides`: see `request_inputs`), addressed to
+    `model_name`/`signature`, pinned to `version` when given. Used by the client and by the
+    export's warm-up records."""
+    inputs = request_inputs(signature, texts, targets, sampling, guides)
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2
 

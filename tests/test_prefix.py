@@ -1,0 +1,164 @@
+"""Guided translation of strings (decoding/guided.py): target prefixes kept byte for byte in
+mixed batches, unfinished last words, alternatives, terminology, limits; on the tiny model."""
+
+import re
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+from keras_transformer import SearchOptions
+from keras_transformer.artifacts import load_trained
+from keras_transformer.decoding import Translator
+from keras_transformer.decoding.guided import (
+    GuideLimits,
+    glossary_targets,
+    guided_function,
+    parse_glossary,
+    piece_strings,
+    prefix_parts,
+)
+
+TEXTS = ["The cat sleeps number 3.", "Der Hund schläft.", "Le chat dort number 7.", "The cat."]
+
+
+PREFIXES = ["", "Der  Hund\u00a0ü ", "Der Hu", "  x"]
+REQUESTS = {  # name: (texts, prefix, constraints, avoid, glossary)
+    "prefix": (TEXTS, PREFIXES, None, None, None),
+    "terms": (TEXTS, None, ["Hund", "cat\tchat", "", ""], ["", "", "n", "e"], None),
+    "impossible": (TEXTS[:1], None, ["Hund"], ["Hund"], None),
+    "glossary": (TEXTS[:1], None, None, None, ["cat Katze"]),
+    "long prefix": (TEXTS[:1], ["x" * 100_000], None, None, None),
+    "many": (TEXTS[:1], None, ["\t".join(["a"] * 17)], None, None),
+}
+
+
+def run(function, texts, prefix=None, constraints=None, avoid=None, glossary=None):
+    blank = [""] * len(texts)
+    try:
+        out = function(*[tf.constant(x if x is not None else blank) for x in
+                         (texts, prefix, constraints, avoid, glossary)])  # fmt: skip
+    except tf.errors.InvalidArgumentError as error:
+        return error
+    return {k: v.numpy() for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def tiny(one_layer_model_dir):
+    """The tiny model's translator (beam 2, 6 extra tokens) and its tokenizer's proto."""
+    model, _, tokenizer = load_trained(one_layer_model_dir)
+    return Translator(model, tokenizer, SearchOptions(beam_size=2, max_extra_length=6))
+
+
+@pytest.fixture(scope="module")
+def answers(tiny):
+    """Every request of `REQUESTS` through one traced `guided_function`, and the plain
+    translation of the first text, computed before the per-test seeding (which drops the
+    eager SentencePiece resources a module-scoped function captured)."""
+    guided = guided_function(tiny)
+    results = {name: run(guided, *request) for name, request in REQUESTS.items()}
+    results["plain"] = tiny([TEXTS[0]], return_scores=True)
+    alternatives = guided_function(tiny, alternatives=3)
+    results["alternatives"] = run(alternatives, TEXTS[:2], ["Der ", ""])
+    return results
+
+
+@pytest.mark.slow
+def test_prefix_kept_byte_for_byte_in_a_mixed_batch(answers):
+    out = answers["prefix"]
+    texts = [t.decode() for t in out["translations"]]
+    for text, prefix in zip(texts, PREFIXES):
+        assert text.startswith(prefix) and len(text) > len(prefix)  # never stops at its end
+    # No prefix, nothing else: the plain beam search's translation and score.
+    plain, scores = answers["plain"]
+    assert texts[0] == plain[0]
+    np.testing.assert_allclose(out["scores"][0], scores[0], rtol=1e-5)
+    assert out["constraints_met"].all()
+
+
+def test_unfinished_word_restricts_the_first_free_piece(one_layer_model_dir):
+    # Independent reference: SentencePiece's own pieces that start with the word's last piece.
+    tokenizer = load_trained(one_layer_model_dir)[2]
+    proto = tokenizer.model_proto
+    processor = spm.SentencePieceProcessor(model_proto=proto)
+    pieces = piece_strings(proto)
+    prefixes = tf.constant(["Der Hu", "Der ", ""])
+    forced, allowed, head = prefix_parts(tokenizer.tokenize, pieces, prefixes,
+                                         len(pieces))  # fmt: skip
+    last = processor.encode("Hu", out_type=str)[-1]
+    expected = [p.startswith(last) and i > 3 for i, p in
+                enumerate(processor.id_to_piece(i) for i in range(len(pieces)))]  # fmt: skip
+    assert allowed.numpy()[0].tolist() == expected
+    words = [p.startswith("\u2581") and i > 3 for i, p in
+             enumerate(processor.id_to_piece(i) for i in range(len(pieces)))]  # fmt: skip
+    assert allowed.numpy()[1].tolist() == words
+    assert allowed.numpy()[2].all()
+    assert forced.to_list()[0] == processor.encode("Der Hu")[:-1]
+    assert head.to_list()[0] == processor.encode("Der") + processor.encode("Hu")
+
+
+@pytest.mark.slow
+def test_terminology_constraints_appear_and_avoided_never(answers):
+    out = answers["terms"]
+    texts = [t.decode() for t in out["translations"]]
+    assert "Hund" in texts[0] and "cat" in texts[1] and "chat" in texts[1]
+    assert "n" not in texts[2] and "e" not in texts[3]
+    assert out["constraints_met"].tolist() == [True, True, True, True]
+    # Impossible: a constraint that is also avoided. Answered, and reported unmet.
+    out = answers["impossible"]
+    assert "Hund" not in out["translations"][0].decode()
+    assert out["constraints_met"].tolist() == [False]
+
+
+def test_glossary_terms_match_literally_at_word_boundaries():
+    glossary = tf.constant(["a+)*(\tA\n.*\tB\n\\b\tC\ncat\tKatze\n", "CAT\tKatze"])
+    sources, targets = parse_glossary(glossary, GuideLimits())
+    sentences = tf.constant(["x a+)*( y and \\b", "concatenate", "The Cat.", "anything .*"])
+    rows = tf.constant([0, 0, 1, 0])
+    found = glossary_targets(sentences, rows, sources, targets).to_list()
+    assert found == [[b"A", b"C"], [], [b"Katze"], [b"B"]]
+
+
+@pytest.mark.slow
+def test_bad_requests_are_refused_with_the_value_named(answers):
+    messages = {
+        "glossary": "malformed glossary line.*cat Katze",
+        "long prefix": "prefix longer than 2000 bytes",
+        "many": "more than 16 constraint phrases",
+    }
+    for name, pattern in messages.items():
+        assert isinstance(answers[name], tf.errors.InvalidArgumentError), name
+        assert re.search(pattern, answers[name].message, re.S), answers[name].message
+
+
+@pytest.mark.slow
+def test_alternatives_differ_after_the_prefix_and_come_ranked(answers):
+    out = answers["alternatives"]
+    texts, scores = out["translations"], out["scores"]
+    assert texts.shape == scores.shape == (2, 3)
+    for row, prefix in zip(texts, ["Der ", ""]):
+        row = [t.decode() for t in row]
+        assert all(t.startswith(prefix) for t in row)
+        assert len(set(row)) == 3
+    assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+def test_translate_flags_give_per_line_guides_and_check_the_glossary(tmp_path):
+    from keras_transformer.cli import guides, translate
+
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("cat\tKatze\n\nsleeps\tschläft\n", encoding="utf-8")
+    args = translate.build_parser().parse_args(
+        ["--model-dir", "x", "--constraints", "Hund", "--avoid", "Maus", "--guide-columns"]
+    )
+    assert guides.has_guides(args)
+    text = guides.read_glossary(str(glossary))
+    rows = guides.guide_rows(["The cat.\tDie \tKatze\tsehr", "Hi"], args, text)
+    assert rows == [
+        ["The cat.", "Die ", "Hund\tKatze\tsehr", "Maus", "cat\tKatze\nsleeps\tschläft"],
+        ["Hi", "", "Hund", "Maus", "cat\tKatze\nsleeps\tschläft"],
+    ]
+    glossary.write_text("cat\tKatze\nno tab\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2 is not source<TAB>target.*no tab"):
+        guides.read_glossary(str(glossary))
