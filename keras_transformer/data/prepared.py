@@ -336,11 +336,18 @@ def _bucket_width(boundaries: tf.Tensor, bucket_id, layout: dict):
 
 
 def training_batches(
-    cfg: TrainingConfig, tokenizer: SubwordTokenizer, num_replicas: int, start_batch: int
+    cfg: TrainingConfig,
+    tokenizer: SubwordTokenizer,
+    num_replicas: int,
+    start_batch: int,
+    worker: int = 0,
+    num_workers: int = 1,
 ) -> tf.data.Dataset:
     """A run's training stream from its prepared corpus (`cfg.data.dataset`, `prepared:DIR`),
-    from batch `start_batch` on. Refuses, naming both values, a corpus prepared with another
-    vocabulary than `tokenizer`'s or in the other direction (`reverse`)."""
+    from batch `start_batch` on: worker `worker` of `num_workers`'s own shards
+    (`worker_shards`). Refuses, naming both values, a corpus prepared with another
+    vocabulary than `tokenizer`'s or in the other direction (`reverse`), and fewer shards
+    than workers."""
     manifest = manifests.load(cfg.data.dataset)
     manifests.check_vocabulary(manifest, tokenizer.model_proto, "the run's spm.model")
     if manifest.reverse != cfg.data.reverse:
@@ -349,11 +356,20 @@ def training_batches(
             f"{manifest.reverse}, the run asks reverse={cfg.data.reverse}: prepare it again "
             "with the run's --reverse"
         )
+    shards = worker_shards(manifest, worker, num_workers)
     logger.info(
-        "Training stream: %d prepared pairs in %d shards, from batch %d (a seek, no replay)",
-        manifest.examples, len(manifest.shards), start_batch,
+        "Training stream: %d prepared pairs in %d shards, worker %d of %d reads shards %s, "
+        "from its batch %d (a seek, no replay)", manifest.examples, len(manifest.shards),
+        worker, num_workers, shards, start_batch,
     )  # fmt: skip
+    if len(manifest.shards) % num_workers:
+        logger.warning(
+            "%d shards for %d workers: the workers' epochs differ in length, the examples of "
+            "the shorter ones come more often (prepare a multiple of the workers' shards)",
+            len(manifest.shards), num_workers,
+        )  # fmt: skip
     return prepared_batches(
         manifest, max_length=cfg.architecture.max_length, batch_tokens=cfg.recipe.batch_tokens,
         num_replicas=num_replicas, seed=cfg.recipe.seed, start_batch=start_batch,
+        worker=worker, num_workers=num_workers,
     )  # fmt: skip
