@@ -13,7 +13,8 @@ replicas take consecutive batches of its stream. Each worker's stream is the one
 stream's rule (module docstring of `data.prepared`) applied to its shards: its epochs are its
 shards, permuted per epoch, and they differ from the other workers' in length by the batches
 of their shards (with a shard count that is not a multiple of the workers, by whole shards:
-a warning says so). Together the workers' epochs hold the examples of one worker's epoch.
+a warning says so). Together the workers' epochs hold the examples of a one-worker,
+one-replica run's epoch (the same batch sizes, the same remainders left out per shard).
 On resume at micro-batch b, every worker seeks to batch `b * local replicas` of its own
 stream. Fewer shards than workers is refused (ValueError naming both): falling back to DATA
 would hand every worker the whole corpus again, the cost this sharding removes, while
