@@ -7,6 +7,7 @@ slow tests (`-m slow`)."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import random
 
@@ -244,3 +245,25 @@ def test_a_seek_reads_no_skipped_shard(corpus_dir, tmp_path):
     expected = [labels.numpy() for _, labels in full.take(start + 2)][start:]
     got = [labels.numpy() for _, labels in sought.take(2)]
     assert len(got) == 2 and all(np.array_equal(a, b) for a, b in zip(expected, got))
+
+
+@pytest.mark.slow
+def test_a_shard_of_more_than_46341_examples_is_bucketed_as_tf_data_buckets_it(tmp_path):
+    """Sort keys of (emission, position) pairs outgrow int32 at 46,341 examples a shard (the
+    run's default shard holds 500,000): the shard's batches still equal tf.data's."""
+    rng = np.random.default_rng(0)
+    path = str(tmp_path / "big.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for n, m in rng.integers(1, 31, size=(50_000, 2)):
+            writer.write(prepared._example(rng.integers(4, 60, n), rng.integers(4, 60, m)))
+    boundaries, sizes = bucket_layout(32, 256, 1, True)
+    layout = dict(boundaries=boundaries, sizes=sizes, max_length=32, pad_to_bucket_boundary=True)
+    examples = prepared._shard_examples(path, 3, 1, 0, 32)
+    reference = bucket_batches(examples, 32, 256, 1, True, True)
+    got = prepared._shard_batches(path, 3, 1, 0, layout)
+    count = 0
+    for a, b in itertools.zip_longest(reference, got):
+        assert a is not None and b is not None, count  # as many batches
+        assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+        count += 1
+    assert count > 1000

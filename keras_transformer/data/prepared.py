@@ -290,7 +290,9 @@ def _shard_plan(path, seed: int, epoch, shard, layout: dict) -> dict[str, tf.Ten
     key = bucket * (k + 1) + rank // size  # (k,) its batch: (bucket, rank // size)
     emission = tf.math.unsorted_segment_max(tf.range(k), key, tf.reduce_max(key) + 1)
     members = tf.boolean_mask(tf.range(k), in_full)  # positions in `kept`
-    order = tf.argsort(tf.gather(emission, tf.boolean_mask(key, in_full)) * k + members)
+    # int64: emission * k overflows int32 from 46,341 examples a shard on.
+    at = tf.cast(tf.gather(emission, tf.boolean_mask(key, in_full)), tf.int64)
+    order = tf.argsort(at * tf.cast(k, tf.int64) + tf.cast(members, tf.int64))
     rows = tf.gather(kept, tf.gather(members, order))  # examples in batch order
     batch_sizes = tf.boolean_mask(size, last)
     plan = {name: tf.gather(examples[name], rows) for name in ("source", "target", "labels")}
