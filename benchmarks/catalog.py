@@ -81,6 +81,9 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
         "pipeline": Kind(
             "pipeline_benchmark", "pairs/s per core by stage, first batch, resume: seek vs replay"
         ),
+        "resume_start": Kind(
+            "resume_start_benchmark", "start to first step of a resume on prepared shards, by step"
+        ),
     },
 }
 

@@ -104,6 +104,8 @@ SERIAL = frozenset(
         "tests/test_data_service.py",  # a tf.data service in process, training runs reading it
         "tests/test_exact_resume.py",
         "tests/test_prepared_data.py::test_kill9_and_rerun_on_prepared_shards_equals_uninterrupted_run",
+        "tests/test_prepared_data.py::test_sigterm_and_rerun_on_prepared_shards_equals_uninterrupted_run",
+        "tests/test_prepared_workers.py",  # two-worker clusters on loopback (FILE sharding)
         "tests/test_loss_scaling.py::test_an_overflow_on_replica_1_only_is_skipped_on_both_replicas",
         "tests/test_loss_scaling.py::test_two_workers_skip_an_overflow_on_one_worker_together_and_neither_hangs",
         "tests/test_multi_worker.py",

@@ -22,7 +22,13 @@ import pytest
 
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
-from keras_transformer.testing.runs import ENV, max_abs_difference, run, train_command, write_tsv
+from keras_transformer.testing.runs import (
+    max_abs_difference,
+    run,
+    sigterm_after_step,
+    train_command,
+    write_tsv,
+)
 from keras_transformer.training import checkpoints
 from keras_transformer.training.callbacks import PeriodicCheckpoint
 from keras_transformer.training.errors import PREEMPTED_STATUS, PreemptedError
@@ -167,22 +173,6 @@ def test_launcher_passes_sigterm_to_every_worker_and_exits_with_their_status():
 # End to end (slow) ------------------------------------------------------------------------------
 
 
-def _sigterm_after_step(command, step, env, grace):
-    """Start `command`, SIGTERM it once its log says `step` is done; returns (exit status,
-    seconds from the signal to the exit, stderr)."""
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)  # fmt: skip
-    lines = []
-    for line in process.stderr:
-        lines.append(line)
-        if f" step {step}/" in line:
-            process.send_signal(signal.SIGTERM)
-            break
-    sent = time.monotonic()
-    _, rest = process.communicate(timeout=grace + 60)
-    return process.returncode, time.monotonic() - sent, "".join(lines) + rest
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("accumulate", [1, 2], ids=["one_device", "accumulate_2"])
 def test_sigterm_and_rerun_equals_uninterrupted_run(tmp_path, accumulate):
@@ -193,7 +183,7 @@ def test_sigterm_and_rerun_equals_uninterrupted_run(tmp_path, accumulate):
     resumed = train_command(tmp_path / "pairs.tsv", tmp_path / "b", *flags, every=every)
     assert run(uninterrupted).returncode == 0
     at = random.randint(3, steps - 3)
-    code, seconds, log = _sigterm_after_step(resumed, at, ENV, grace)
+    code, seconds, log = sigterm_after_step(resumed, at, grace)
     assert code == PREEMPTED_STATUS, log[-3000:]
     assert seconds <= grace, seconds
     stopped = [line for line in log.splitlines() if line.startswith("stopped: ")]

@@ -1,11 +1,13 @@
 """Prepared corpora (`data.prepared`): shards hold what SentencePiece itself gives, the stream
-seeks to batch i without replaying (equal to the stream read from the start), workers read
-disjoint shards that together are one worker's epoch, and training refuses another
-vocabulary. The kill -9 resume on prepared shards is a slow test (`-m slow`)."""
+seeks to batch i without replaying (equal to the stream read from the start) and opens no
+skipped shard, workers read disjoint shards that together are one worker's epoch, and
+training refuses another vocabulary. The kill -9 and SIGTERM resumes on prepared shards are
+slow tests (`-m slow`)."""
 
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import random
 
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer import artifacts
 from keras_transformer.data import corpus, prepared
 from keras_transformer.data import prepared_manifest as manifests
 from keras_transformer.data.pipeline import bucket_batches, bucket_layout
@@ -21,9 +24,12 @@ from keras_transformer.testing.runs import (
     kill_after_step,
     max_abs_difference,
     run,
+    sigterm_after_step,
     train_command,
     write_tsv,
 )
+from keras_transformer.training import checkpoints
+from keras_transformer.training.errors import PREEMPTED_STATUS
 
 LAYOUT = dict(max_length=32, batch_tokens=64)  # buckets of 8 to 2 sentences
 
@@ -183,3 +189,81 @@ def test_kill9_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path, c
         f"max abs difference {difference:.3g}"
     )
     assert difference <= 1e-6
+
+
+@pytest.mark.slow
+def test_sigterm_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path, corpus_dir):
+    _, _, manifest = corpus_dir
+    grace, steps, every = 20, 30, 10
+    flags = ["--dataset", manifests.PREFIX + manifest.directory, "--batch-tokens", "64",
+             "--preemption-grace-seconds", str(grace)]  # fmt: skip
+    uninterrupted = train_command("unused", tmp_path / "a", *flags, steps=steps, every=every)
+    resumed = train_command("unused", tmp_path / "b", *flags, steps=steps, every=every)
+    assert run(uninterrupted).returncode == 0
+    at = random.randint(3, steps - 3)
+    code, seconds, log = sigterm_after_step(resumed, at, grace)
+    assert code == PREEMPTED_STATUS, log[-3000:]
+    saved = artifacts.latest_checkpoint_in(str(tmp_path / "b" / "checkpoints"))
+    saved_step = checkpoints.checkpoint_run(saved)["step"]
+    assert at <= saved_step <= at + 2, (at, saved)  # nothing lost
+    result = run(resumed)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "(a seek, no replay)" in result.stderr
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["resumed_from_step"] == saved_step and summary["steps"] == steps
+    difference = max_abs_difference(
+        tmp_path / "a" / "final.weights.h5", tmp_path / "b" / "final.weights.h5"
+    )
+    print(
+        f"SIGTERM after step {at}, exit {code} {seconds:.1f}s later, checkpoint at "
+        f"{saved_step}; final weights max abs difference {difference:.3g}"
+    )
+    assert difference <= 1e-6
+
+
+@pytest.mark.slow
+def test_a_seek_reads_no_skipped_shard(corpus_dir, tmp_path):
+    """A seek into the last shard of epoch 1 works with every other shard's file gone (all of
+    epoch 0 and the shards before it in epoch 1 are skipped, never opened) and gives the
+    batches of the stream read from the start."""
+    import shutil
+
+    _, _, manifest = corpus_dir
+    order = prepared._epoch_order(len(manifest.shards), 3, 1).numpy()
+    last = int(order[-1])
+    before = [int(i) for i in order[:-1]]
+    start = _epoch_batches(manifest) + _epoch_batches(manifest, before) + 1
+    kept = tmp_path / "one_shard"
+    kept.mkdir()
+    for name in (manifests.MANIFEST_FILE, manifests.VOCABULARY_FILE):
+        shutil.copy(f"{manifest.directory}/{name}", kept / name)
+    shutil.copy(manifest.shard_path(manifest.shards[last]), kept)
+    sought = prepared.prepared_batches(
+        manifests.load(str(kept)), **LAYOUT, seed=3, start_batch=start
+    )
+    full = prepared.prepared_batches(manifest, **LAYOUT, seed=3)
+    expected = [labels.numpy() for _, labels in full.take(start + 2)][start:]
+    got = [labels.numpy() for _, labels in sought.take(2)]
+    assert len(got) == 2 and all(np.array_equal(a, b) for a, b in zip(expected, got))
+
+
+@pytest.mark.slow
+def test_a_shard_of_more_than_46341_examples_is_bucketed_as_tf_data_buckets_it(tmp_path):
+    """Sort keys of (emission, position) pairs outgrow int32 at 46,341 examples a shard (the
+    run's default shard holds 500,000): the shard's batches still equal tf.data's."""
+    rng = np.random.default_rng(0)
+    path = str(tmp_path / "big.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for n, m in rng.integers(1, 31, size=(50_000, 2)):
+            writer.write(prepared._example(rng.integers(4, 60, n), rng.integers(4, 60, m)))
+    boundaries, sizes = bucket_layout(32, 256, 1, True)
+    layout = dict(boundaries=boundaries, sizes=sizes, max_length=32, pad_to_bucket_boundary=True)
+    examples = prepared._shard_examples(path, 3, 1, 0, 32)
+    reference = bucket_batches(examples, 32, 256, 1, True, True)
+    got = prepared._shard_batches(path, 3, 1, 0, layout)
+    count = 0
+    for a, b in itertools.zip_longest(reference, got):
+        assert a is not None and b is not None, count  # as many batches
+        assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+        count += 1
+    assert count > 1000

@@ -290,7 +290,9 @@ def _shard_plan(path, seed: int, epoch, shard, layout: dict) -> dict[str, tf.Ten
     key = bucket * (k + 1) + rank // size  # (k,) its batch: (bucket, rank // size)
     emission = tf.math.unsorted_segment_max(tf.range(k), key, tf.reduce_max(key) + 1)
     members = tf.boolean_mask(tf.range(k), in_full)  # positions in `kept`
-    order = tf.argsort(tf.gather(emission, tf.boolean_mask(key, in_full)) * k + members)
+    # int64: emission * k overflows int32 from 46,341 examples a shard on.
+    at = tf.cast(tf.gather(emission, tf.boolean_mask(key, in_full)), tf.int64)
+    order = tf.argsort(at * tf.cast(k, tf.int64) + tf.cast(members, tf.int64))
     rows = tf.gather(kept, tf.gather(members, order))  # examples in batch order
     batch_sizes = tf.boolean_mask(size, last)
     plan = {name: tf.gather(examples[name], rows) for name in ("source", "target", "labels")}
@@ -336,11 +338,18 @@ def _bucket_width(boundaries: tf.Tensor, bucket_id, layout: dict):
 
 
 def training_batches(
-    cfg: TrainingConfig, tokenizer: SubwordTokenizer, num_replicas: int, start_batch: int
+    cfg: TrainingConfig,
+    tokenizer: SubwordTokenizer,
+    num_replicas: int,
+    start_batch: int,
+    worker: int = 0,
+    num_workers: int = 1,
 ) -> tf.data.Dataset:
     """A run's training stream from its prepared corpus (`cfg.data.dataset`, `prepared:DIR`),
-    from batch `start_batch` on. Refuses, naming both values, a corpus prepared with another
-    vocabulary than `tokenizer`'s or in the other direction (`reverse`)."""
+    from batch `start_batch` on: worker `worker` of `num_workers`'s own shards
+    (`worker_shards`). Refuses, naming both values, a corpus prepared with another
+    vocabulary than `tokenizer`'s or in the other direction (`reverse`), and fewer shards
+    than workers."""
     manifest = manifests.load(cfg.data.dataset)
     manifests.check_vocabulary(manifest, tokenizer.model_proto, "the run's spm.model")
     if manifest.reverse != cfg.data.reverse:
@@ -349,11 +358,20 @@ def training_batches(
             f"{manifest.reverse}, the run asks reverse={cfg.data.reverse}: prepare it again "
             "with the run's --reverse"
         )
+    shards = worker_shards(manifest, worker, num_workers)
     logger.info(
-        "Training stream: %d prepared pairs in %d shards, from batch %d (a seek, no replay)",
-        manifest.examples, len(manifest.shards), start_batch,
+        "Training stream: %d prepared pairs in %d shards, worker %d of %d reads shards %s, "
+        "from its batch %d (a seek, no replay)", manifest.examples, len(manifest.shards),
+        worker, num_workers, shards, start_batch,
     )  # fmt: skip
+    if len(manifest.shards) % num_workers:
+        logger.warning(
+            "%d shards for %d workers: the workers' epochs differ in length, the examples of "
+            "the shorter ones come more often (prepare a multiple of the workers' shards)",
+            len(manifest.shards), num_workers,
+        )  # fmt: skip
     return prepared_batches(
         manifest, max_length=cfg.architecture.max_length, batch_tokens=cfg.recipe.batch_tokens,
         num_replicas=num_replicas, seed=cfg.recipe.seed, start_batch=start_batch,
+        worker=worker, num_workers=num_workers,
     )  # fmt: skip

@@ -74,6 +74,23 @@ def kill_after_step(command, step, timeout=600):
     return step
 
 
+def sigterm_after_step(command, step, grace):
+    """Start `command`, SIGTERM it once its log says `step` is done; returns (exit status,
+    seconds from the signal to the exit, stderr)."""
+    process = subprocess.Popen(
+        command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if f" step {step}/" in line:
+            process.send_signal(signal.SIGTERM)
+            break
+    sent = time.monotonic()
+    _, rest = process.communicate(timeout=grace + 60)
+    return process.returncode, time.monotonic() - sent, "".join(lines) + rest
+
+
 def run(command: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
     """Run `command` in `ENV` and return it finished, its stdout and stderr captured as text."""
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)

@@ -65,6 +65,7 @@ from keras_transformer.training.preemption import SignalWatch
 from keras_transformer.training.run_control import Evaluator, RunControl
 from keras_transformer.training.run_end import RunEnd
 from keras_transformer.training.schedule import TransformerSchedule
+from keras_transformer.training.worker_input import file_sharded_batches, replica_element_spec
 
 logger = logging.getLogger("keras_transformer")
 TOKENIZER_SENTENCES = 400_000  # pairs read to train the shared vocabulary
@@ -138,9 +139,11 @@ def compile_model(
     return schedule
 
 
-def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
+def _datasets(cfg, tokenizer, num_replicas, skip_batches=0, strategy=None):
     """`(train, dev)` datasets: train from batch `skip_batches` on, read from a prepared corpus
-    (a seek: `data.prepared`) or tokenized on the fly (a replay); dev None if empty."""
+    (a seek: `data.prepared`; under MultiWorkerMirroredStrategy each worker on its own shards,
+    a DistributedDataset: `training.worker_input`) or tokenized on the fly (a replay); dev
+    None if empty."""
     common = dict(
         tokenizer=tokenizer,
         max_length=cfg.architecture.max_length,
@@ -157,7 +160,9 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
             "(keras-transformer-prepare-data) and train on prepared:DIR. Received: "
             f"dataset={cfg.data.dataset!r}, data_service={service!r}"
         )
-    if manifests.is_prepared(cfg.data.dataset):
+    if manifests.is_prepared(cfg.data.dataset) and _multi_worker(strategy) and not service:
+        train = file_sharded_batches(strategy, cfg, tokenizer, skip_batches)
+    elif manifests.is_prepared(cfg.data.dataset):
         train = prepared.training_batches(cfg, tokenizer, num_replicas, skip_batches)
     else:
         train = make_batches(
@@ -181,6 +186,10 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0):
     # A known length keeps Keras from warning "input ran out of data" after each dev pass.
     dev = dev.apply(tf.data.experimental.assert_cardinality(num_dev_batches))
     return train, dev
+
+
+def _multi_worker(strategy) -> bool:
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
 def _run_control(
@@ -306,7 +315,7 @@ def train(
     replicas = strategy.num_replicas_in_sync
     # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
     skip = start_step * cfg.recipe.accumulate_steps
-    train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip_batches=skip)
+    train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip, strategy)
     started = time.perf_counter()
     history, control = None, None
     if start_step < _target_steps(cfg):
@@ -425,7 +434,7 @@ def _fit(model, strategy, cfg, train_data, dev_data, callbacks, start_step):
     becomes `WorkerLostError`."""
     multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     if multi_worker:
-        patch_keras_fit_for_multi_worker(model, train_data.element_spec)
+        patch_keras_fit_for_multi_worker(model, replica_element_spec(train_data))
     epoch = cfg.run.steps_per_epoch
     try:
         return model.fit(
