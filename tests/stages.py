@@ -24,6 +24,12 @@ from __future__ import annotations
 SLOW = frozenset(
     {
         "tests/test_prepared_data.py::test_shard_batches_are_tf_data_bucketing_and_counted_from_the_histogram[False]",
+        # Rebalanced after issues 51-53 (default stage 4:58 with them): checks that another
+        # default test already covers (the paper's base count; the growing cache against the
+        # uncached decoder; the train script's other error line).
+        "tests/test_quick_preset.py::test_quick_preset_parameter_count",
+        "tests/test_slot_cache.py::test_step_logits_match_the_uncached_decoder_under_random_reorders",
+        "tests/test_preflight.py::test_train_script_prints_one_error_line_with_exit_2[empty_corpus]",
         # Whole files: a module fixture builds an export, a converted or trained model.
         "tests/test_accumulation.py",
         "tests/test_backends.py",

@@ -10,79 +10,12 @@ from keras_transformer import SearchOptions
 from keras_transformer.decoding import BeamSearch, LoopOptions, Sampling, decode, length_penalty
 from keras_transformer.decoding.beam_search import TOP_K_BLOCK, top_k_rows
 from keras_transformer.testing.steps import row_step, stateless_step
-
-BOS = 0
-PAD = -1  # token 0 is a real token of the tables
-
-
-def _log_softmax(x):
-    x = x - x.max(-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(-1, keepdims=True))
-
-
-class Table:
-    """Random next-token logits that depend on the item, the step, the last token and the sum
-    of all tokens so far. The step function reads the prefix from a cache it maintains itself
-    (a history of tokens), so misordered cache rows change the logits."""
-
-    def __init__(self, seed, batch, vocab, max_len):
-        rng = np.random.default_rng(seed)
-        self.vocab, self.max_len = vocab, max_len
-        self.by_last = 2.0 * rng.standard_normal((batch, vocab, max_len, vocab)).astype("f4")
-        self.by_sum = 2.0 * rng.standard_normal((batch, 3, vocab)).astype("f4")
-
-    def log_probs(self, item, prefix):
-        """NumPy reference: log P(. | prefix), prefix starting with BOS."""
-        step = len(prefix) - 1
-        logits = self.by_last[item, prefix[-1], step] + self.by_sum[item, sum(prefix) % 3]
-        return _log_softmax(logits.astype("f8"))
-
-    def initial_cache(self, batch, padded):
-        length = self.max_len if padded else 0
-        return {
-            "history": tf.zeros([batch, length, 1], tf.int32),  # (batch, len, 1)
-            "item": tf.range(batch),  # (batch,)
-        }
-
-    def fn(self, padded):
-        by_last, by_sum = tf.constant(self.by_last), tf.constant(self.by_sum)
-
-        def symbols_to_logits_fn(ids, step, cache, shared):
-            token = tf.gather(ids, tf.reshape(step, [1]), axis=1)  # (rows, 1)
-            token = tf.maximum(token, 0)  # finished rows of `sample` feed PAD = -1
-            history = cache["history"]
-            if padded:
-                at = tf.equal(tf.range(self.max_len), step)[None, :, None]
-                history = tf.where(at, token[:, :, None], history)
-            else:
-                history = tf.concat([history, token[:, :, None]], axis=1)
-            total = tf.reduce_sum(history[:, :, 0], axis=1)  # sum of the prefix, BOS included
-            item = cache["item"]
-            steps = tf.fill(tf.shape(item), step)
-            logits = tf.gather_nd(by_last, tf.stack([item, token[:, 0], steps], -1))
-            logits += tf.gather_nd(by_sum, tf.stack([item, total % 3], -1))
-            return logits, {"history": history, "item": item}
-
-        return symbols_to_logits_fn
+from keras_transformer.testing.tables import BOS, PAD, Table, strip
 
 
 def exhaustive(table, item, limit, alpha, eos):
     """All hypotheses (ending in EOS, or cut at `limit`), best first: [(score, tokens)]."""
-    results = []
-
-    def extend(prefix, log_prob):
-        log_probs = table.log_probs(item, prefix)
-        length = len(prefix)  # generated tokens after this one
-        for token in range(table.vocab):
-            total = log_prob + log_probs[token]
-            if token == eos or length == limit:
-                score = total / ((5.0 + length) / 6.0) ** alpha
-                results.append((score, prefix[1:] + [token]))
-            else:
-                extend(prefix + [token], total)
-
-    extend([BOS], 0.0)
-    return sorted(results, key=lambda r: -r[0])
+    return sorted(table.hypotheses(item, limit, alpha, eos), key=lambda r: -r[0])
 
 
 def run_search(table, batch, beam, alpha, eos, limits, n_best, mode, stop_early=True):
@@ -101,16 +34,6 @@ def run_search(table, batch, beam, alpha, eos, limits, n_best, mode, stop_early=
     else:
         ids, scores = tf.function(search, jit_compile=mode == "xla")()
     return ids.numpy(), scores.numpy()
-
-
-def strip(row, eos):
-    """Generated tokens of a returned row: BOS dropped, up to and with EOS, no padding."""
-    tokens = [int(t) for t in row[1:]]
-    tokens = tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
-    while tokens and tokens[-1] == PAD:  # cut at the length limit
-        tokens.pop()
-    assert all(t != PAD for t in tokens) and all(t == PAD for t in row[len(tokens) + 1 :])
-    return tokens
 
 
 @pytest.mark.parametrize("mode", ["eager", "graph", "padded", "xla"])

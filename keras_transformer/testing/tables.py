@@ -32,17 +32,26 @@ class Table:
         logits = self.by_last[item, prefix[-1], step] + self.by_sum[item, sum(prefix) % 3]
         return log_softmax(logits.astype("f8"))
 
-    def initial_cache(self, batch):
-        """The growing design's cache: the history and each row's item."""
-        return {"history": tf.zeros([batch, 0, 1], tf.int32), "item": tf.range(batch)}
+    def initial_cache(self, batch, padded=False):
+        """The cache: the history of tokens `(batch, len, 1)` (empty and growing, or
+        `max_len` long with `padded`) and each row's item `(batch,)`."""
+        length = self.max_len if padded else 0
+        return {"history": tf.zeros([batch, length, 1], tf.int32), "item": tf.range(batch)}
 
-    def fn(self):
-        """`(ids, step, cache, shared) -> (logits, cache)`, a row per hypothesis."""
+    def fn(self, padded=False):
+        """`(ids, step, cache, shared) -> (logits, cache)`, a row per hypothesis; `padded`:
+        `ids` and the history are `max_len` wide and written at `step`."""
         by_last, by_sum = tf.constant(self.by_last), tf.constant(self.by_sum)
 
         def symbols_to_logits_fn(ids, step, cache, shared):
-            token = tf.maximum(ids[:, -1:], 0)  # (rows, 1)
-            history = tf.concat([cache["history"], token[:, :, None]], axis=1)
+            token = tf.gather(ids, tf.reshape(step, [1]), axis=1)  # (rows, 1)
+            token = tf.maximum(token, 0)  # finished rows of `sample` feed PAD = -1
+            history = cache["history"]
+            if padded:
+                at = tf.equal(tf.range(self.max_len), step)[None, :, None]
+                history = tf.where(at, token[:, :, None], history)
+            else:
+                history = tf.concat([history, token[:, :, None]], axis=1)
             total = tf.reduce_sum(history[:, :, 0], axis=1)  # with BOS
             item = cache["item"]
             steps = tf.fill(tf.shape(item), step)
@@ -74,6 +83,7 @@ def strip(row, eos):
     """Generated tokens of a returned row: BOS dropped, up to and with EOS, no padding."""
     tokens = [int(t) for t in row[1:]]
     tokens = tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
-    while tokens and tokens[-1] == PAD:
+    while tokens and tokens[-1] == PAD:  # cut at the length limit
         tokens.pop()
+    assert all(t != PAD for t in tokens) and all(t == PAD for t in row[len(tokens) + 1 :])
     return tokens
