@@ -90,11 +90,7 @@ def _document_lines(value: str) -> tuple[int, int]:
 
 
 def evaluate_documents(args: argparse.Namespace, model, tokenizer, pairs, search) -> int:
-    from keras_transformer.decoding.evaluation import (
-        DocumentGrouping,
-        evaluate_documents,
-        write_lines,
-    )
+    from keras_transformer.decoding.evaluation import DocumentGrouping, evaluate_documents
 
     separator = {"space": " ", "newline": "\n"}[args.document_join]
     grouping = DocumentGrouping(_document_lines(args.documents), separator)
@@ -107,17 +103,23 @@ def evaluate_documents(args: argparse.Namespace, model, tokenizer, pairs, search
           f"({result['num_lines']} lines, joined by {args.document_join})")  # fmt: skip
     for name in ("document", "lines"):
         print(f"{name:>8}: {result[name]['bleu_text']}  chrF {result[name]['chrf']:.2f}")
+    _write_results(args, hypotheses, result)
+    return 0
+
+
+def _write_results(args: argparse.Namespace, hypotheses: list[str], result: dict) -> None:
+    """`--output`: the hypotheses, a line each; `--json`: the scores."""
+    from keras_transformer.decoding.evaluation import write_lines
+
     if args.output:
         write_lines(args.output, hypotheses)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
-    return 0
 
 
 def evaluate_markup(args: argparse.Namespace, model, tokenizer, pairs, search) -> int:
     from keras_transformer.decoding import Translator
-    from keras_transformer.decoding.evaluation import write_lines
     from keras_transformer.decoding.markup_evaluation import tag_scores
     from keras_transformer.decoding.markup_translation import translate_lines
 
@@ -129,11 +131,7 @@ def evaluate_markup(args: argparse.Namespace, model, tokenizer, pairs, search) -
     result = tag_scores(sources, references, hypotheses)
     result["warnings"] = sum(bool(warning) for _, _, warning in outputs)
     print(", ".join(f"{k} {v:.4g}" for k, v in result.items()))
-    if args.output:
-        write_lines(args.output, hypotheses)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+    _write_results(args, hypotheses, result)
     return 0
 
 

@@ -26,7 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.data.segmenter import segment
-from keras_transformer.decoding.translator import check_model, prepare_source
+from keras_transformer.decoding.scoring import teacher_forcing
+from keras_transformer.decoding.translator import check_model
 
 ROWS = ("predict", "input")
 DEFAULT_LAYER = -1  # chosen by measurement (see the module docstring)
@@ -113,12 +114,7 @@ def align_ids(
     config = check_model(model).config
     if row not in ROWS:
         raise ValueError(f"row must be one of {ROWS}. Received: row={row!r}")
-    source, _ = prepare_source(source_ids, config)
-    if isinstance(target_ids, tf.RaggedTensor):
-        target_ids = target_ids.to_tensor(default_value=config.pad_id)
-    labels = tf.cast(tf.convert_to_tensor(target_ids), tf.int32)[:, : config.max_length]
-    bos = tf.fill([tf.shape(labels)[0], 1], config.bos_id)
-    target_in = tf.concat([bos, labels[:, :-1]], axis=1)  # shifted right -> (b, tgt_len)
+    source, labels, target_in = teacher_forcing(config, source_ids, target_ids)  # (b, tgt_len)
     attention = cross_attention(model, source, target_in, layer, head)  # (b, tgt, src)
     if row == "input":  # row t + 1 reads piece t
         attention = tf.pad(attention[:, 1:], [[0, 0], [0, 1], [0, 0]])

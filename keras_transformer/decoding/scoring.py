@@ -58,12 +58,7 @@ def score_ids(model: Transformer, source_ids, target_ids, alpha: float | None = 
     """
     config = check_model(model).config
     alpha = SearchOptions().alpha if alpha is None else alpha
-    source, _ = prepare_source(source_ids, config)
-    if isinstance(target_ids, tf.RaggedTensor):
-        target_ids = target_ids.to_tensor(default_value=config.pad_id)
-    labels = tf.cast(tf.convert_to_tensor(target_ids), tf.int32)[:, : config.max_length]
-    bos = tf.fill([tf.shape(labels)[0], 1], config.bos_id)
-    inputs = tf.concat([bos, labels[:, :-1]], axis=1)  # shifted right -> (batch, tgt_len)
+    source, labels, inputs = teacher_forcing(config, source_ids, target_ids)
     logits = model({"source": source, "target": inputs}, training=False)  # (b, tgt_len, vocab)
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
     chosen = tf.gather(log_probs, labels, batch_dims=2)  # -> (batch, tgt_len)
@@ -75,6 +70,18 @@ def score_ids(model: Transformer, source_ids, target_ids, alpha: float | None = 
         "per_token": log_prob / tf.cast(tf.maximum(length, 1), tf.float32),
         "score": log_prob / length_penalty(length, alpha),
     }
+
+
+def teacher_forcing(config, source_ids, target_ids) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """One teacher-forced pass's tensors: the prepared source (`prepare_source`), the labels
+    int32 `(batch, tgt_len)` (`target_ids`, dense or ragged, cut at `max_length`, EOS last)
+    and the decoder input `(batch, tgt_len)`: the labels shifted right behind BOS."""
+    source, _ = prepare_source(source_ids, config)
+    if isinstance(target_ids, tf.RaggedTensor):
+        target_ids = target_ids.to_tensor(default_value=config.pad_id)
+    labels = tf.cast(tf.convert_to_tensor(target_ids), tf.int32)[:, : config.max_length]
+    bos = tf.fill([tf.shape(labels)[0], 1], config.bos_id)
+    return source, labels, tf.concat([bos, labels[:, :-1]], axis=1)  # shifted right
 
 
 def encode_target(tokenizer, texts, max_length: int) -> tf.RaggedTensor:
