@@ -66,6 +66,9 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
         "quality": Kind(
             "constraints_benchmark", "prefix, constraints, glossary on dev: shares, BLEU, speed"
         ),
+        "prefill": Kind(
+            "constraints_benchmark", "prefix speed: prefilled cache vs a step per piece", "prefill"
+        ),
     },
     "learning": {
         "model-garden": Kind("model_garden_comparison", "dev loss and BLEU beside Model Garden"),

@@ -12,11 +12,13 @@ search).
 Every input is a string `(batch,)` ("" for none), so a server can batch requests:
 
 - `prefix`: the translation starts with it byte for byte and continues it. Its pieces are
-  forced; when it does not end with whitespace its last word may be unfinished: the last
-  piece of that word is left free, restricted to the pieces that start with its text
-  ("Sch" -> "Schaltfläche"); after a prefix that ends with whitespace, to pieces that start a
-  word. EOS is never allowed right after a prefix (the output does not stop there). The
-  output is the prefix itself followed by the detokenized continuation.
+  forced (the batch's shortest prefix run through the decoder once to fill the cache,
+  `decoding.prefill`, the rest by loop steps); when it does not end with whitespace its last
+  word may be unfinished: the last piece of that word is left free, restricted to the pieces
+  that start with its text ("Sch" -> "Schaltfläche"); after a prefix that ends with
+  whitespace, to pieces that start a word. EOS is never allowed right after a prefix (the
+  output does not stop there). The output is the prefix itself followed by the detokenized
+  continuation.
 - `alternatives=k`: k continuations of the prefix that differ in their first piece (the k
   most likely), each completed by beam search, ranked by score.
 - `constraints`: tab-separated target phrases that must appear; `avoid`: tab-separated
@@ -46,6 +48,7 @@ from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.constraints import Guide, GuidedBeamSearch, phrases_met
 from keras_transformer.decoding.incremental import per_source_step
 from keras_transformer.decoding.loop import LoopOptions, decode
+from keras_transformer.decoding.prefill import Prefill, fill_cache, shortest_prefix
 from keras_transformer.decoding.translator import prepare_source
 
 WORD_START = "\u2581"  # SentencePiece's "▁"
@@ -198,10 +201,13 @@ def word_boundaries(pieces) -> np.ndarray:
 
 
 def guided_ids(model, source_ids, options: SearchOptions, guide: Guide, pad_kernels: bool,
-               boundary=None):  # fmt: skip
+               boundary=None, prefill: bool = True):  # fmt: skip
     """Guided beam search of source ids `(n, src_len)`: `(ids (n, 1, len) without BOS,
     scores (n, 1))`. Each item may produce `source length + max_extra_length` tokens, or
-    `prefix length + max_extra_length` when longer, at most the model's `max_length`."""
+    `prefix length + max_extra_length` when longer, at most the model's `max_length`.
+    `prefill`: the batch's shortest prefix runs through the decoder in one pass
+    (`decoding.prefill`) and the loop starts after it; False: a loop step per forced piece
+    (the same ids and scores)."""
     config = model.config
     source, lengths = prepare_source(source_ids, config)
     memory, memory_mask = model.encode(source)
@@ -211,10 +217,15 @@ def guided_ids(model, source_ids, options: SearchOptions, guide: Guide, pad_kern
     max_len = tf.reduce_max(tf.concat([limits, [1]], 0))
     options = options.replace(n_best=1)
     step = per_source_step(model, memory, memory_mask, options.beam_size, pad_kernels=pad_kernels)
-    strategy = GuidedBeamSearch(config.vocab_size, options, guide, boundary)
     bos = tf.fill(tf.shape(source)[:1], config.bos_id)
     loop = LoopOptions(config.eos_id, config.pad_id)
-    ids, scores = decode(strategy, step, bos, max_len, loop, max_lengths=limits)
+    start, filled = None, None
+    if prefill:
+        start = shortest_prefix(guide.prefix_lengths)
+        step, log_probs = fill_cache(model, step, guide.prefix_ids[:, :start], config.bos_id)
+        filled = Prefill(start, log_probs)
+    strategy = GuidedBeamSearch(config.vocab_size, options, guide, boundary, filled)
+    ids, scores = decode(strategy, step, bos, max_len, loop, max_lengths=limits, start_step=start)
     return ids[:, :, 1:], scores
 
 
@@ -265,9 +276,10 @@ def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: st
 
 
 def translate_guided(translator, text, prefix=None, constraints=None, avoid=None, glossary=None,
-                     alternatives: int = 0, limits: GuideLimits | None = None) -> dict:  # fmt: skip
+                     alternatives: int = 0, limits: GuideLimits | None = None,
+                     prefill: bool = True) -> dict:  # fmt: skip
     """Guided translation of string `(batch,)` inputs (see the module docstring); every guide
-    is a string `(batch,)` or None (all "").
+    is a string `(batch,)` or None (all ""). `prefill`: see `guided_ids`.
 
     Returns `{"translations", "scores", "constraints_met"}`: `(batch,)` each, or `(batch, k)`
     with `alternatives=k`, best first."""
@@ -286,7 +298,7 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
                             translator.documents.segment)  # fmt: skip
     segmentation, sentences, rows, first, sentence_prefix, wanted, avoided = parts
     out = search_sentences(translator, sentences, first, sentence_prefix, wanted, avoided,
-                           alternatives, limits)  # fmt: skip
+                           alternatives, limits, prefill)  # fmt: skip
     texts, scores, met = out  # (m, k) each
     if segmentation is None:
         translations = texts
@@ -306,7 +318,7 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
 
 
 def search_sentences(translator, sentences, first, prefix, wanted, avoided, alternatives,
-                     limits: GuideLimits):  # fmt: skip
+                     limits: GuideLimits, prefill: bool = True):  # fmt: skip
     """The guided search of `sentences (m,)`: `(texts, scores, met)` `(m, k)`, k =
     max(alternatives, 1), each row's alternatives best first."""
     config, tokenizer = translator.config, translator.tokenizer
@@ -337,7 +349,7 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
                         first_allowed=first_allowed, alternative=alternative,
                         avoid=avoid_ids, constraints=wanted_ids)  # fmt: skip
     ids, scores = guided_ids(translator.model, source, translator.options, guide,
-                             translator.pad_kernels, word_boundaries(pieces))  # fmt: skip
+                             translator.pad_kernels, word_boundaries(pieces), prefill)  # fmt: skip
     ids, scores = ids[:, 0], scores[:, 0]  # (n,)
     met = phrases_met(ids, guide.constraints)
     texts = tokenizer.detokenize(ids)
@@ -355,13 +367,14 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
     return take(texts), take(scores), take(met)
 
 
-def guided_function(translator, alternatives: int = 0, limits: GuideLimits | None = None):
+def guided_function(translator, alternatives: int = 0, limits: GuideLimits | None = None,
+                    prefill: bool = True):  # fmt: skip
     """`translate_guided` as one `tf.function` of five string `(batch,)` tensors (text, prefix,
     constraints, avoid, glossary), traced once: for repeated eager calls and for export."""
     spec = tf.TensorSpec([None], tf.string)
     return tf.function(
         lambda text, prefix, constraints, avoid, glossary: translate_guided(
-            translator, text, prefix, constraints, avoid, glossary, alternatives, limits
+            translator, text, prefix, constraints, avoid, glossary, alternatives, limits, prefill
         ),
         input_signature=[spec] * 5,
     )
