@@ -24,6 +24,9 @@ TEXTS = ["The cat sleeps number 3.", "Der Hund schläft.", "Le chat dort number 
 
 
 PREFIXES = ["", "Der  Hund\u00a0ü ", "Der Hu", "  x"]
+# Over the tiny model's segment limit (64 // 4 = 16 pieces), under its max_length: the plain
+# path cuts it into chunks, and so must the guided one.
+LONG = "The cat sleeps and the dog sleeps, the cat eats number 3 and the dog eats number 7 today."
 REQUESTS = {  # name: (texts, prefix, constraints, avoid, glossary)
     "prefix": (TEXTS, PREFIXES, None, None, None),
     "terms": (TEXTS, None, ["Hund", "cat\tchat", "", ""], ["", "", "n", "e"], None),
@@ -31,6 +34,8 @@ REQUESTS = {  # name: (texts, prefix, constraints, avoid, glossary)
     "glossary": (TEXTS[:1], None, None, None, ["cat Katze"]),
     "long prefix": (TEXTS[:1], ["x" * 100_000], None, None, None),
     "many": (TEXTS[:1], None, ["\t".join(["a"] * 17)], None, None),
+    "overlong": ([LONG, TEXTS[1]], None, None, None, None),
+    "overlong prefix": ([LONG], ["Der "], None, None, None),
 }
 
 
@@ -59,6 +64,7 @@ def answers(tiny):
     guided = guided_function(tiny)
     results = {name: run(guided, *request) for name, request in REQUESTS.items()}
     results["plain"] = tiny([TEXTS[0]], return_scores=True)
+    results["plain overlong"] = tiny([LONG, TEXTS[1]], return_scores=True)
     alternatives = guided_function(tiny, alternatives=3)
     results["alternatives"] = run(alternatives, TEXTS[:2], ["Der ", ""])
     return results
@@ -75,6 +81,19 @@ def test_prefix_kept_byte_for_byte_in_a_mixed_batch(answers):
     assert texts[0] == plain[0]
     np.testing.assert_allclose(out["scores"][0], scores[0], rtol=1e-5)
     assert out["constraints_met"].all()
+
+
+@pytest.mark.slow
+def test_overlong_sentences_are_cut_as_the_plain_path_cuts_them(answers, tiny):
+    # Independent reference: the plain path (decoding/documents.py) cuts LONG into chunks.
+    pieces = tiny.tokenizer.tokenize(tf.constant([LONG])).row_lengths().numpy()[0]
+    assert tiny.documents.segment_limit(tiny.config.max_length) < pieces < tiny.config.max_length
+    out = answers["overlong"]
+    plain, scores = answers["plain overlong"]
+    assert [t.decode() for t in out["translations"]] == list(plain)
+    np.testing.assert_allclose(out["scores"], scores, rtol=1e-5)
+    prefixed = answers["overlong prefix"]["translations"][0].decode()
+    assert prefixed.startswith("Der ") and len(prefixed) > len("Der ")
 
 
 def test_unfinished_word_restricts_the_first_free_piece(one_layer_model_dir):

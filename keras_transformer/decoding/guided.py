@@ -25,11 +25,12 @@ Every input is a string `(batch,)` ("" for none), so a server can batch requests
   phrases that never do; `glossary`: `source<TAB>target` lines: the target is a constraint of
   every sentence whose source contains the source term (case-insensitive, at word
   boundaries, literally: the term is escaped before it becomes an RE2 pattern).
-- Several sentences: inputs are segmented as plain translations are (no overlong split: a
-  sentence is cut at the model's `max_length`); the prefix and the explicit constraints go to
-  the first non-empty sentence, `avoid` to every sentence, glossary targets to the sentences
-  whose source has the term. `constraints_met` is true when every sentence's output holds
-  all of its constraints.
+- Several sentences: inputs are segmented as plain translations are, and an overlong
+  sentence is cut into chunks as there (`guided_chunks`: the prefix and explicit constraints
+  go to its first chunk, glossary targets to the chunks holding their terms); the prefix and
+  the explicit constraints go to the first non-empty sentence, `avoid` to every sentence,
+  glossary targets to the sentences whose source has the term. `constraints_met` is true
+  when every sentence's output holds all of its constraints.
 
 Limits (`GuideLimits`, refused with InvalidArgumentError, INVALID_ARGUMENT when served): bytes
 of a prefix and of each other field, phrases per sentence, pieces per phrase, glossary lines.
@@ -46,6 +47,7 @@ from keras_transformer.config import SearchOptions
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.constraints import Guide, GuidedBeamSearch, phrases_met
+from keras_transformer.decoding.guided_chunks import Chunks, join_chunks, split_sentences
 from keras_transformer.decoding.incremental import per_source_step
 from keras_transformer.decoding.loop import LoopOptions, decode
 from keras_transformer.decoding.prefill import Prefill, fill_cache, shortest_prefix
@@ -229,10 +231,10 @@ def guided_ids(model, source_ids, options: SearchOptions, guide: Guide, pad_kern
     return ids[:, :, 1:], scores
 
 
-def sentence_fields(text, prefix, constraints, avoid, glossary, limits, segmented: bool):
+def sentence_fields(text, prefix, constraints, avoid, segmented: bool):
     """Per sentence: `(segmentation or None, sentences (m,), rows (m,) input of each,
-    first (m,) bool: the input's first non-empty sentence, prefix (m,), constraint phrases
-    ragged (m, None), avoid phrases ragged (m, None))`."""
+    first (m,) bool: the input's first non-empty sentence, prefix (m,), explicit constraint
+    phrases ragged (m, None), avoid phrases ragged (m, None))`."""
     batch = tf.shape(text)[0]
     if segmented:
         segmentation = segment(text)
@@ -248,11 +250,9 @@ def sentence_fields(text, prefix, constraints, avoid, glossary, limits, segmente
     first = tf.equal(position, tf.gather(first_at, rows))  # (m,)
     own = tf.where(first, rows, batch)  # row `batch`: an empty one
     sentence_prefix = tf.gather(tf.concat([prefix, [""]], 0), own)
-    explicit = split_phrases(tf.concat([constraints, [""]], 0))
-    phrases = tf.concat([tf.gather(explicit, own), glossary_for(sentences, rows, glossary, limits)],
-                        axis=1)  # fmt: skip
+    explicit = tf.gather(split_phrases(tf.concat([constraints, [""]], 0)), own)
     avoided = tf.gather(split_phrases(avoid), rows)
-    return segmentation, sentences, rows, first, sentence_prefix, phrases, avoided
+    return segmentation, sentences, rows, first, sentence_prefix, explicit, avoided
 
 
 def glossary_for(sentences, rows, glossary, limits) -> tf.RaggedTensor:
@@ -294,12 +294,14 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
         check_bytes(field, limits.field_bytes, name) for field, name in zip(fields[1:], names)
     ]
     text = check_bytes(text, translator.documents.max_input_bytes, "input")
-    parts = sentence_fields(text, prefix, constraints, avoid, glossary, limits,
-                            translator.documents.segment)  # fmt: skip
-    segmentation, sentences, rows, first, sentence_prefix, wanted, avoided = parts
-    out = search_sentences(translator, sentences, first, sentence_prefix, wanted, avoided,
-                           alternatives, limits, prefill)  # fmt: skip
-    texts, scores, met = out  # (m, k) each
+    parts = sentence_fields(text, prefix, constraints, avoid, translator.documents.segment)
+    segmentation, sentences = parts[:2]
+    chunks = split_sentences(translator, *parts[1:])  # (c, ...): overlong sentences cut
+    wanted = tf.concat(
+        [chunks.explicit, glossary_for(chunks.texts, chunks.rows, glossary, limits)], axis=1
+    )  # (c, None)
+    out = search_sentences(translator, chunks, wanted, alternatives, limits, prefill)
+    texts, scores, met = join_chunks(chunks.counts, *out)  # (m, k) each
     if segmentation is None:
         translations = texts
         total, all_met = scores, met
@@ -317,11 +319,13 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
     }
 
 
-def search_sentences(translator, sentences, first, prefix, wanted, avoided, alternatives,
-                     limits: GuideLimits, prefill: bool = True):  # fmt: skip
-    """The guided search of `sentences (m,)`: `(texts, scores, met)` `(m, k)`, k =
+def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: GuideLimits,
+                     prefill: bool = True):  # fmt: skip
+    """The guided search of `chunks` (`guided_chunks.Chunks` of c rows, `wanted` their
+    constraint phrases ragged `(c, None)`): `(texts, scores, met)` `(c, k)`, k =
     max(alternatives, 1), each row's alternatives best first."""
     config, tokenizer = translator.config, translator.tokenizer
+    sentences, first, prefix, avoided = chunks.texts, chunks.first, chunks.prefix, chunks.avoided
     k = max(alternatives, 1)
     pieces = piece_strings(tokenizer.model_proto)
     forced, first_allowed, head_ids = prefix_parts(
@@ -333,7 +337,8 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
                          f"prefix and constraints longer than the output limit of "
                          f"{config.max_length - 2} pieces. Pieces:")  # fmt: skip
     with tf.control_dependencies([fits]):
-        source = tf.identity(tokenizer.encode_source(sentences, config.max_length).to_tensor())
+        eos = tf.RaggedTensor.from_tensor(tf.fill([chunks.pieces.nrows(), 1], config.eos_id))
+        source = tf.identity(tf.concat([chunks.pieces, eos], axis=1).to_tensor())
     alternative = tf.fill(tf.shape(sentences), -1)
     blank = lambda t: tf.equal(tf.strings.length(tf.strings.strip(t)), 0)  # noqa: E731
     idle = blank(sentences) & blank(prefix) & tf.equal(wanted.row_lengths(), 0)  # nothing to do
