@@ -45,6 +45,9 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
     "decode": {
         "peers": Kind("side_by_side", f"output tokens/s of beam search: {PEERS}", "decode"),
         "sweep": Kind("decode_benchmark", "tokens/s by batch and length, time per step"),
+        "revisions": Kind(
+            "revisions_benchmark", "the plain search of two source trees, alternating processes"
+        ),
     },
     "scaling": {
         "peers": Kind(

@@ -1,6 +1,7 @@
 """Guided translation of strings (decoding/guided.py): target prefixes kept byte for byte in
 mixed batches, unfinished last words, alternatives, terminology, limits; on the tiny model."""
 
+import json
 import re
 
 import numpy as np
@@ -67,6 +68,8 @@ def answers(tiny):
     results["plain overlong"] = tiny([LONG, TEXTS[1]], return_scores=True)
     alternatives = guided_function(tiny, alternatives=3)
     results["alternatives"] = run(alternatives, TEXTS[:2], ["Der ", ""])
+    # Two sentences, the first one's unfinished word with fewer completions than 3.
+    results["few alternatives"] = run(alternatives, [TEXTS[0] + " " + TEXTS[2]], ["Der Hu"])
     return results
 
 
@@ -161,6 +164,31 @@ def test_alternatives_differ_after_the_prefix_and_come_ranked(answers):
         assert all(t.startswith(prefix) for t in row)
         assert len(set(row)) == 3
     assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+@pytest.mark.slow
+def test_fewer_completions_than_alternatives_come_back_empty_and_last(answers, tiny):
+    from keras_transformer.serving.client import format_results
+
+    # Independent count: the pieces that complete "Hu" (prefix_parts is checked above).
+    tokenizer = tiny.tokenizer
+    pieces = piece_strings(tokenizer.model_proto)
+    _, allowed, _ = prefix_parts(tokenizer.tokenize, pieces, tf.constant(["Der Hu"]),
+                                 len(pieces))  # fmt: skip
+    count = int(allowed.numpy().sum())
+    assert 1 <= count < 3
+    out = answers["few alternatives"]
+    texts = [t.decode() for t in out["translations"][0]]
+    scores, met = out["scores"][0], out["constraints_met"][0]
+    assert all(t.startswith("Der Hu") for t in texts[:count]) and np.isfinite(scores[:count]).all()
+    assert texts[count:] == [""] * (3 - count)  # not the second sentence joined to nothing
+    assert np.all(scores[count:] == -np.inf) and not met[count:].any()
+    # The client shows the existing ones only, as lines and as valid JSON (no -Infinity).
+    results = {"translations": [texts], "scores": [scores.tolist()]}
+    assert len(format_results(["x"], results)) == count
+    line = format_results(["x"], results, as_json=True)[0]
+    row = json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line}"))
+    assert row["translations"] == texts[:count] and len(row["scores"]) == count
 
 
 def test_translate_flags_give_per_line_guides_and_check_the_glossary(tmp_path):

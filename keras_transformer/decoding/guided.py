@@ -282,7 +282,10 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
     is a string `(batch,)` or None (all ""). `prefill`: see `guided_ids`.
 
     Returns `{"translations", "scores", "constraints_met"}`: `(batch,)` each, or `(batch, k)`
-    with `alternatives=k`, best first."""
+    with `alternatives=k`, best first. The shape is always k wide: where fewer than k
+    continuations exist (an unfinished word with fewer completions), the missing ones are
+    "" with score -inf and `constraints_met` false, after the real ones. Every other score is
+    finite."""
     limits = limits or GuideLimits()
     text = tf.convert_to_tensor(text, tf.string)
     blank = tf.fill(tf.shape(text), "")
@@ -310,6 +313,11 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
         counts = segmentation.segments.row_lengths()
         total = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(scores, counts), axis=1)
         all_met = tf.reduce_all(tf.RaggedTensor.from_row_lengths(met, counts), axis=1)
+    # An alternative that does not exist (fewer completions than k): "", -inf, not met, for
+    # the whole input (its other sentences' translations are not joined to nothing).
+    missing = tf.equal(total, float("-inf"))
+    translations = tf.where(missing, "", translations)
+    all_met &= ~missing
     if alternatives:
         return {"translations": translations, "scores": total, "constraints_met": all_met}
     return {
