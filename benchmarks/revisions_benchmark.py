@@ -7,9 +7,10 @@ alternating processes with the same settings: sentences/s and output tokens/s.
         --trees /tmp/before . --rounds 3
 
 Each process imports the package from its tree (`PYTHONPATH`), translates the bundled dev
-split once to warm up, then --passes timed passes in batches of --batch-size sentences
-sorted by length; processes alternate between the trees --rounds times. The figures are
-medians over all timed passes of a tree, and the ratio is the second tree's over the first.
+split (its first --sentences) once to warm up, then --passes timed passes in batches of
+--batch-size sentences sorted by length; processes alternate between the trees --rounds
+times. The figures are medians over all timed passes of a tree, and the ratio is the second
+tree's over the first.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from keras_transformer.decoding import Translator
 
 import keras_transformer
 model_dir, dataset = sys.argv[1], sys.argv[2]
-batch_size, passes = int(sys.argv[3]), int(sys.argv[4])
+batch_size, passes, count = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 model, _, tokenizer = load_trained(model_dir)
 summary = json.load(open(model_dir + "/summary.json"))
 alpha = eval_alpha_for(summary.get("model", ""))
@@ -43,6 +44,7 @@ translator = Translator(model, tokenizer, SearchOptions(alpha=alpha))
 with gzip.open(sample_path(dataset, "dev"), "rt", encoding="utf-8") as f:
     rows = [line.rstrip("\n").split("\t") for line in f]
 sources = [r[0] for r in rows if len(r) >= 2 and r[0].strip() and r[1].strip()]
+sources = sources[: count or None]
 order = np.argsort([len(s) for s in sources], kind="stable")
 starts = range(0, len(sources), batch_size)
 batches = [[sources[i] for i in order[j : j + batch_size]] for j in starts]
@@ -70,6 +72,7 @@ def parse_args(argv, prog=None):
     parser.add_argument("--trees", nargs=2, required=True, help="two source trees: before after")
     parser.add_argument("--dataset", default="sample_en_de", help="bundled corpus")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per search")
+    parser.add_argument("--sentences", type=int, default=0, help="first dev sentences (0: all)")
     parser.add_argument("--rounds", type=int, default=3, help="processes of each tree")
     parser.add_argument("--passes", type=int, default=2, help="timed passes per process")
     return parser.parse_args(argv)
@@ -78,7 +81,7 @@ def parse_args(argv, prog=None):
 def run_tree(tree: str, args) -> list[dict]:
     env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
     command = [sys.executable, "-c", CHILD, args.model_dir, args.dataset, str(args.batch_size),
-               str(args.passes)]  # fmt: skip
+               str(args.passes), str(args.sentences)]  # fmt: skip
     done = subprocess.run(command, env=env, cwd=os.path.abspath(tree), capture_output=True,
                           text=True, check=True)  # fmt: skip
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -90,7 +93,8 @@ def main(argv=None, prog=None) -> dict:
     for _ in range(args.rounds):
         for tree in args.trees:
             passes[tree] += run_tree(tree, args)
-    result = {"dataset": args.dataset, "batch size": args.batch_size, "rounds": args.rounds,
+    result = {"dataset": args.dataset, "sentences": passes[args.trees[0]][0]["sentences"],
+              "batch size": args.batch_size, "rounds": args.rounds,
               "passes per process": args.passes}  # fmt: skip
     for tree, runs in passes.items():
         seconds = float(np.median([r["seconds"] for r in runs]))
