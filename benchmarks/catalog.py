@@ -45,6 +45,9 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
     "decode": {
         "peers": Kind("side_by_side", f"output tokens/s of beam search: {PEERS}", "decode"),
         "sweep": Kind("decode_benchmark", "tokens/s by batch and length, time per step"),
+        "revisions": Kind(
+            "revisions_benchmark", "the plain search of two source trees, alternating processes"
+        ),
     },
     "scaling": {
         "peers": Kind(
@@ -65,6 +68,9 @@ WORKLOADS: dict[str, dict[str, Kind]] = {
     "guided": {
         "quality": Kind(
             "constraints_benchmark", "prefix, constraints, glossary on dev: shares, BLEU, speed"
+        ),
+        "prefill": Kind(
+            "constraints_benchmark", "prefix speed: prefilled cache vs a step per piece", "prefill"
         ),
     },
     "learning": {

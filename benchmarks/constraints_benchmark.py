@@ -18,6 +18,13 @@ constraints, a glossary, and their speed beside the plain search, in one run.
   --speed-sentences sentences, alternating searches (medians), in batches of --batch-size
   sentences sorted by length, after one warm-up pass each. The quality figures come from
   one pass over all the sentences.
+
+    python benchmarks/run.py guided prefill --model-dir runs/sample_en_de
+
+- prefill (workload "prefill", only this): the guided search with a prefix of the reference's
+  first 2 and first 10 words, its shortest prefix run through the decoder once
+  (`decoding.prefill`) or forced a loop step per piece: output pieces/s and ms per sentence
+  of each, alternating passes as above (medians), and the share of equal outputs.
 """
 
 from __future__ import annotations
@@ -127,8 +134,10 @@ def has_word(text: str, word: str) -> bool:
     return word in words(text)
 
 
-def main(argv=None, prog=None) -> dict:
+def main(argv=None, prog=None, workload: str | None = None) -> dict:
     args = parse_args(argv, prog)
+    if workload == "prefill":
+        return prefill_main(args)
     model, config, tokenizer = load_trained(args.model_dir)
     summary = json.load(open(os.path.join(args.model_dir, "summary.json")))
     search = SearchOptions(alpha=eval_alpha_for(summary.get("model", "")))
@@ -229,3 +238,43 @@ def speed_study(plain_run, guided, tokenizer, sources, guides, args) -> dict:
             rates[name].append(tokens_per_second(tokenizer, outputs, seconds))
     return {name: round(float(np.median(r)), 1) for name, r in rates.items()} | {
         "sentences": count, "rounds": args.rounds}  # fmt: skip
+
+
+def prefill_main(args) -> dict:
+    """The "prefill" workload: prefixes of 2 and 10 reference words, prefill on and off."""
+    model, _, tokenizer = load_trained(args.model_dir)
+    summary = json.load(open(os.path.join(args.model_dir, "summary.json")))
+    search = SearchOptions(alpha=eval_alpha_for(summary.get("model", "")))
+    translator = Translator(
+        model, tokenizer, search, documents=DocumentOptions(overlong="truncate")
+    )
+    pairs = read_pairs(args.dataset, "dev")[: args.speed_sentences or None]
+    sources = [s for s, _ in pairs]
+    functions = {on: guided_function(translator, prefill=on) for on in (False, True)}
+    runs = {}
+    for count in (2, 10):
+        prefixes = [" ".join(t.split()[:count]) for _, t in pairs]
+        for on in (False, True):
+            runs[(count, on)] = (functions[on], prefixes)
+    times = {key: [] for key in runs}
+    outputs = {}
+    for key, (function, prefixes) in runs.items():  # warm-up pass
+        outputs[key], _ = guided_run(function, sources, args.batch_size, prefix=prefixes)
+    for _ in range(args.rounds):
+        for key, (function, prefixes) in runs.items():
+            outputs[key], seconds = guided_run(function, sources, args.batch_size, prefix=prefixes)
+            times[key].append(seconds)
+    result = {"sentences": len(sources), "rounds": args.rounds, "batch size": args.batch_size}
+    for (count, on), seconds in times.items():
+        median = float(np.median(seconds))
+        result[f"prefix {count} words, prefill {'on' if on else 'off'}"] = {
+            "output tokens/s": round(tokens_per_second(tokenizer, outputs[(count, on)], median), 1),
+            "ms per sentence": round(1000 * median / len(sources), 2),
+        }
+    for count in (2, 10):
+        same = sum(a == b for a, b in zip(outputs[(count, False)], outputs[(count, True)]))
+        result[f"prefix {count} words: equal outputs"] = same / len(sources)
+    result["machine"] = machine.description()
+    flags.write_json(result, args.json)
+    print(json.dumps(result, indent=1))
+    return result

@@ -1,6 +1,7 @@
 """Guided translation of strings (decoding/guided.py): target prefixes kept byte for byte in
 mixed batches, unfinished last words, alternatives, terminology, limits; on the tiny model."""
 
+import json
 import re
 
 import numpy as np
@@ -24,6 +25,9 @@ TEXTS = ["The cat sleeps number 3.", "Der Hund schläft.", "Le chat dort number 
 
 
 PREFIXES = ["", "Der  Hund\u00a0ü ", "Der Hu", "  x"]
+# Over the tiny model's segment limit (64 // 4 = 16 pieces), under its max_length: the plain
+# path cuts it into chunks, and so must the guided one.
+LONG = "The cat sleeps and the dog sleeps, the cat eats number 3 and the dog eats number 7 today."
 REQUESTS = {  # name: (texts, prefix, constraints, avoid, glossary)
     "prefix": (TEXTS, PREFIXES, None, None, None),
     "terms": (TEXTS, None, ["Hund", "cat\tchat", "", ""], ["", "", "n", "e"], None),
@@ -31,6 +35,8 @@ REQUESTS = {  # name: (texts, prefix, constraints, avoid, glossary)
     "glossary": (TEXTS[:1], None, None, None, ["cat Katze"]),
     "long prefix": (TEXTS[:1], ["x" * 100_000], None, None, None),
     "many": (TEXTS[:1], None, ["\t".join(["a"] * 17)], None, None),
+    "overlong": ([LONG, TEXTS[1]], None, None, None, None),
+    "overlong prefix": ([LONG], ["Der "], None, None, None),
 }
 
 
@@ -59,8 +65,11 @@ def answers(tiny):
     guided = guided_function(tiny)
     results = {name: run(guided, *request) for name, request in REQUESTS.items()}
     results["plain"] = tiny([TEXTS[0]], return_scores=True)
+    results["plain overlong"] = tiny([LONG, TEXTS[1]], return_scores=True)
     alternatives = guided_function(tiny, alternatives=3)
     results["alternatives"] = run(alternatives, TEXTS[:2], ["Der ", ""])
+    # Two sentences, the first one's unfinished word with fewer completions than 3.
+    results["few alternatives"] = run(alternatives, [TEXTS[0] + " " + TEXTS[2]], ["Der Hu"])
     return results
 
 
@@ -75,6 +84,19 @@ def test_prefix_kept_byte_for_byte_in_a_mixed_batch(answers):
     assert texts[0] == plain[0]
     np.testing.assert_allclose(out["scores"][0], scores[0], rtol=1e-5)
     assert out["constraints_met"].all()
+
+
+@pytest.mark.slow
+def test_overlong_sentences_are_cut_as_the_plain_path_cuts_them(answers, tiny):
+    # Independent reference: the plain path (decoding/documents.py) cuts LONG into chunks.
+    pieces = tiny.tokenizer.tokenize(tf.constant([LONG])).row_lengths().numpy()[0]
+    assert tiny.documents.segment_limit(tiny.config.max_length) < pieces < tiny.config.max_length
+    out = answers["overlong"]
+    plain, scores = answers["plain overlong"]
+    assert [t.decode() for t in out["translations"]] == list(plain)
+    np.testing.assert_allclose(out["scores"], scores, rtol=1e-5)
+    prefixed = answers["overlong prefix"]["translations"][0].decode()
+    assert prefixed.startswith("Der ") and len(prefixed) > len("Der ")
 
 
 def test_unfinished_word_restricts_the_first_free_piece(one_layer_model_dir):
@@ -142,6 +164,31 @@ def test_alternatives_differ_after_the_prefix_and_come_ranked(answers):
         assert all(t.startswith(prefix) for t in row)
         assert len(set(row)) == 3
     assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+@pytest.mark.slow
+def test_fewer_completions_than_alternatives_come_back_empty_and_last(answers, tiny):
+    from keras_transformer.serving.client import format_results
+
+    # Independent count: the pieces that complete "Hu" (prefix_parts is checked above).
+    tokenizer = tiny.tokenizer
+    pieces = piece_strings(tokenizer.model_proto)
+    _, allowed, _ = prefix_parts(tokenizer.tokenize, pieces, tf.constant(["Der Hu"]),
+                                 len(pieces))  # fmt: skip
+    count = int(allowed.numpy().sum())
+    assert 1 <= count < 3
+    out = answers["few alternatives"]
+    texts = [t.decode() for t in out["translations"][0]]
+    scores, met = out["scores"][0], out["constraints_met"][0]
+    assert all(t.startswith("Der Hu") for t in texts[:count]) and np.isfinite(scores[:count]).all()
+    assert texts[count:] == [""] * (3 - count)  # not the second sentence joined to nothing
+    assert np.all(scores[count:] == -np.inf) and not met[count:].any()
+    # The client shows the existing ones only, as lines and as valid JSON (no -Infinity).
+    results = {"translations": [texts], "scores": [scores.tolist()]}
+    assert len(format_results(["x"], results)) == count
+    line = format_results(["x"], results, as_json=True)[0]
+    row = json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line}"))
+    assert row["translations"] == texts[:count] and len(row["scores"]) == count
 
 
 def test_translate_flags_give_per_line_guides_and_check_the_glossary(tmp_path):

@@ -9,9 +9,10 @@ plain `BeamSearch` and its graph are untouched: a plain translation never builds
 Per item (all `(batch, ...)`, -1 pads every id table; `Guide`):
 
 - prefix: the first `prefix_lengths` tokens are forced (every other token masked), so the
-  model's cache holds the prefix when the free search starts. At the first free step the
-  tokens are restricted to `first_allowed` (the pieces that complete an unfinished last word,
-  EOS excluded: the output never stops at the prefix's end).
+  model's cache holds the prefix when the free search starts; with a `prefill.Prefill` the
+  first of them are already in the cache (one decoder pass) and the loop starts after them.
+  At the first free step the tokens are restricted to `first_allowed` (the pieces that
+  complete an unfinished last word, EOS excluded: the output never stops at the prefix's end).
 - alternatives: `alternative[b] = r >= 0` makes item b take the r-th most likely allowed token
   at the first free step (its only live beam), then search freely: items that repeat a source
   with r = 0..k-1 give k continuations that differ in their first token after the prefix.
@@ -41,6 +42,7 @@ import tensorflow as tf
 from keras_transformer.config import SearchOptions
 from keras_transformer.decoding.beam_search import BeamSearch, length_penalty, top_k_rows
 from keras_transformer.decoding.loop import NEG_INF, LoopOptions, StepContext
+from keras_transformer.decoding.prefill import Prefill
 
 
 class Guide(NamedTuple):
@@ -213,21 +215,27 @@ class GuidedBeamSearch(BeamSearch):
         boundary: optional bool `(vocab,)`: the tokens that may follow a completed constraint
             (those that start a word, punctuation, EOS), so that a phrase is met as whole
             words ("Version" not inside "Versionsystem"); None: any token.
+        prefill: optional `prefill.Prefill`: the step function's cache already holds the
+            first `length` prefix pieces of every item (`prefill.fill_cache`; `decode` then
+            gets `start_step=length`): the live beam starts with them and their
+            log-probabilities, and the constraint state they leave. None: every piece is
+            forced by a loop step.
     """
 
     growing = ("alive_ids", "finished_ids")
 
     def __init__(self, vocab_size: int, search: SearchOptions | None, guide: Guide,
-                 boundary=None):  # fmt: skip
+                 boundary=None, prefill: Prefill | None = None):  # fmt: skip
         super().__init__(vocab_size, search)
         self.guide = guide
         self.boundary = None if boundary is None else tf.cast(boundary, tf.bool)
+        self.prefill = prefill
 
     def initial_state(self, initial_ids, limits, max_len, loop: LoopOptions) -> GuidedState:
         plain = super().initial_state(initial_ids, limits, max_len, loop)
         batch = tf.shape(initial_ids)[0]
         empty = tf.equal(phrase_lengths(self.guide.constraints), 0)  # (batch, C): met already
-        return GuidedState(
+        state = GuidedState(
             *plain,
             finished_met=tf.zeros([batch, self.beam_size], tf.bool),
             met=tf.tile(empty[:, None, :], [1, self.beam_size, 1]),  # (batch, beam, C)
@@ -236,6 +244,27 @@ class GuidedBeamSearch(BeamSearch):
             just_met=tf.zeros([batch, self.beam_size], tf.bool),
             **self.guide._asdict(),
         )
+        if self.prefill is None:
+            return state
+        return self._prefilled(state, initial_ids, max_len, loop)
+
+    def _prefilled(self, state: GuidedState, initial_ids, max_len, loop: LoopOptions):
+        """`state` after the prefill's `length` pieces: beam 0 holds them and their
+        log-probability, the constraint state as the forced steps would leave it."""
+        length, log_probs = self.prefill.length, self.prefill.log_probs
+        pieces = state.prefix_ids[:, :length]  # (batch, P)
+        ids = tf.concat([initial_ids[:, None], pieces], axis=1)  # (batch, P + 1)
+        ids = tf.tile(ids[:, None, :], [1, self.beam_size, 1])  # -> (batch, beam, P + 1)
+        if loop.padded:  # -> (batch, beam, max_len + 1)
+            ids = tf.pad(ids, [[0, 0], [0, 0], [0, max_len - length]], constant_values=loop.pad_id)
+        first = tf.equal(tf.range(self.beam_size), 0)[None, :]  # (1, beam): beam 0 lives
+        met, phrase, position, just_met = _follow(state, pieces)
+        return state._replace(
+            alive_ids=ids,
+            alive_log_probs=tf.where(first, tf.cast(log_probs, tf.float32)[:, None], NEG_INF),
+            finished_ids=tf.fill(tf.shape(ids), tf.constant(loop.pad_id, tf.int32)),
+            met=met, phrase=phrase, position=position, just_met=just_met,
+        )  # fmt: skip
 
     def guided_log_probs(self, state: GuidedState, logits, step) -> tf.Tensor:
         """float32 `(active, beam, vocab)` log-probabilities with the guide's masks: the
@@ -389,6 +418,24 @@ class GuidedBeamSearch(BeamSearch):
         if rows is not None:
             ids, scores = tf.gather(ids, rows), tf.gather(scores, rows)
         return ids[:, : self.n_best], scores[:, : self.n_best]
+
+
+def _follow(state: GuidedState, pieces):
+    """The constraint state `(met, phrase, position, just_met)` of `state`'s beams after the
+    tokens `pieces (active, P)`, as `advance_phrases` leaves it one token at a time."""
+
+    def body(t, met, phrase, position, just_met):
+        token = tf.tile(pieces[:, t][:, None, None], [1, tf.shape(met)[1], 1])  # (a, beam, 1)
+        new_met, phrase, position = advance_phrases(
+            met, phrase, position, token, state.constraints)  # fmt: skip
+        new_met = new_met[:, :, 0]  # (active, beam, C)
+        count = lambda m: tf.reduce_sum(tf.cast(m, tf.int32), axis=-1)  # noqa: E731
+        just_met = count(new_met) > count(met)
+        return t + 1, new_met, phrase[:, :, 0], position[:, :, 0], just_met
+
+    initial = (tf.constant(0), state.met, state.phrase, state.position, state.just_met)
+    final = tf.while_loop(lambda t, *_: t < tf.shape(pieces)[1], body, initial)
+    return final[1:]
 
 
 def met_first(met, scores, k: int) -> tf.Tensor:

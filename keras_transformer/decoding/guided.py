@@ -12,22 +12,25 @@ search).
 Every input is a string `(batch,)` ("" for none), so a server can batch requests:
 
 - `prefix`: the translation starts with it byte for byte and continues it. Its pieces are
-  forced; when it does not end with whitespace its last word may be unfinished: the last
-  piece of that word is left free, restricted to the pieces that start with its text
-  ("Sch" -> "Schaltfläche"); after a prefix that ends with whitespace, to pieces that start a
-  word. EOS is never allowed right after a prefix (the output does not stop there). The
-  output is the prefix itself followed by the detokenized continuation.
+  forced (the batch's shortest prefix run through the decoder once to fill the cache,
+  `decoding.prefill`, the rest by loop steps); when it does not end with whitespace its last
+  word may be unfinished: the last piece of that word is left free, restricted to the pieces
+  that start with its text ("Sch" -> "Schaltfläche"); after a prefix that ends with
+  whitespace, to pieces that start a word. EOS is never allowed right after a prefix (the
+  output does not stop there). The output is the prefix itself followed by the detokenized
+  continuation.
 - `alternatives=k`: k continuations of the prefix that differ in their first piece (the k
   most likely), each completed by beam search, ranked by score.
 - `constraints`: tab-separated target phrases that must appear; `avoid`: tab-separated
   phrases that never do; `glossary`: `source<TAB>target` lines: the target is a constraint of
   every sentence whose source contains the source term (case-insensitive, at word
   boundaries, literally: the term is escaped before it becomes an RE2 pattern).
-- Several sentences: inputs are segmented as plain translations are (no overlong split: a
-  sentence is cut at the model's `max_length`); the prefix and the explicit constraints go to
-  the first non-empty sentence, `avoid` to every sentence, glossary targets to the sentences
-  whose source has the term. `constraints_met` is true when every sentence's output holds
-  all of its constraints.
+- Several sentences: inputs are segmented as plain translations are, and an overlong
+  sentence is cut into chunks as there (`guided_chunks`: the prefix and explicit constraints
+  go to its first chunk, glossary targets to the chunks holding their terms); the prefix and
+  the explicit constraints go to the first non-empty sentence, `avoid` to every sentence,
+  glossary targets to the sentences whose source has the term. `constraints_met` is true
+  when every sentence's output holds all of its constraints.
 
 Limits (`GuideLimits`, refused with InvalidArgumentError, INVALID_ARGUMENT when served): bytes
 of a prefix and of each other field, phrases per sentence, pieces per phrase, glossary lines.
@@ -44,8 +47,10 @@ from keras_transformer.config import SearchOptions
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.constraints import Guide, GuidedBeamSearch, phrases_met
+from keras_transformer.decoding.guided_chunks import Chunks, join_chunks, split_sentences
 from keras_transformer.decoding.incremental import per_source_step
 from keras_transformer.decoding.loop import LoopOptions, decode
+from keras_transformer.decoding.prefill import Prefill, fill_cache, shortest_prefix
 from keras_transformer.decoding.translator import prepare_source
 
 WORD_START = "\u2581"  # SentencePiece's "▁"
@@ -198,10 +203,13 @@ def word_boundaries(pieces) -> np.ndarray:
 
 
 def guided_ids(model, source_ids, options: SearchOptions, guide: Guide, pad_kernels: bool,
-               boundary=None):  # fmt: skip
+               boundary=None, prefill: bool = True):  # fmt: skip
     """Guided beam search of source ids `(n, src_len)`: `(ids (n, 1, len) without BOS,
     scores (n, 1))`. Each item may produce `source length + max_extra_length` tokens, or
-    `prefix length + max_extra_length` when longer, at most the model's `max_length`."""
+    `prefix length + max_extra_length` when longer, at most the model's `max_length`.
+    `prefill`: the batch's shortest prefix runs through the decoder in one pass
+    (`decoding.prefill`) and the loop starts after it; False: a loop step per forced piece
+    (the same ids and scores)."""
     config = model.config
     source, lengths = prepare_source(source_ids, config)
     memory, memory_mask = model.encode(source)
@@ -211,17 +219,22 @@ def guided_ids(model, source_ids, options: SearchOptions, guide: Guide, pad_kern
     max_len = tf.reduce_max(tf.concat([limits, [1]], 0))
     options = options.replace(n_best=1)
     step = per_source_step(model, memory, memory_mask, options.beam_size, pad_kernels=pad_kernels)
-    strategy = GuidedBeamSearch(config.vocab_size, options, guide, boundary)
     bos = tf.fill(tf.shape(source)[:1], config.bos_id)
     loop = LoopOptions(config.eos_id, config.pad_id)
-    ids, scores = decode(strategy, step, bos, max_len, loop, max_lengths=limits)
+    start, filled = None, None
+    if prefill:
+        start = shortest_prefix(guide.prefix_lengths)
+        step, log_probs = fill_cache(model, step, guide.prefix_ids[:, :start], config.bos_id)
+        filled = Prefill(start, log_probs)
+    strategy = GuidedBeamSearch(config.vocab_size, options, guide, boundary, filled)
+    ids, scores = decode(strategy, step, bos, max_len, loop, max_lengths=limits, start_step=start)
     return ids[:, :, 1:], scores
 
 
-def sentence_fields(text, prefix, constraints, avoid, glossary, limits, segmented: bool):
+def sentence_fields(text, prefix, constraints, avoid, segmented: bool):
     """Per sentence: `(segmentation or None, sentences (m,), rows (m,) input of each,
-    first (m,) bool: the input's first non-empty sentence, prefix (m,), constraint phrases
-    ragged (m, None), avoid phrases ragged (m, None))`."""
+    first (m,) bool: the input's first non-empty sentence, prefix (m,), explicit constraint
+    phrases ragged (m, None), avoid phrases ragged (m, None))`."""
     batch = tf.shape(text)[0]
     if segmented:
         segmentation = segment(text)
@@ -237,11 +250,9 @@ def sentence_fields(text, prefix, constraints, avoid, glossary, limits, segmente
     first = tf.equal(position, tf.gather(first_at, rows))  # (m,)
     own = tf.where(first, rows, batch)  # row `batch`: an empty one
     sentence_prefix = tf.gather(tf.concat([prefix, [""]], 0), own)
-    explicit = split_phrases(tf.concat([constraints, [""]], 0))
-    phrases = tf.concat([tf.gather(explicit, own), glossary_for(sentences, rows, glossary, limits)],
-                        axis=1)  # fmt: skip
+    explicit = tf.gather(split_phrases(tf.concat([constraints, [""]], 0)), own)
     avoided = tf.gather(split_phrases(avoid), rows)
-    return segmentation, sentences, rows, first, sentence_prefix, phrases, avoided
+    return segmentation, sentences, rows, first, sentence_prefix, explicit, avoided
 
 
 def glossary_for(sentences, rows, glossary, limits) -> tf.RaggedTensor:
@@ -265,12 +276,16 @@ def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: st
 
 
 def translate_guided(translator, text, prefix=None, constraints=None, avoid=None, glossary=None,
-                     alternatives: int = 0, limits: GuideLimits | None = None) -> dict:  # fmt: skip
+                     alternatives: int = 0, limits: GuideLimits | None = None,
+                     prefill: bool = True) -> dict:  # fmt: skip
     """Guided translation of string `(batch,)` inputs (see the module docstring); every guide
-    is a string `(batch,)` or None (all "").
+    is a string `(batch,)` or None (all ""). `prefill`: see `guided_ids`.
 
     Returns `{"translations", "scores", "constraints_met"}`: `(batch,)` each, or `(batch, k)`
-    with `alternatives=k`, best first."""
+    with `alternatives=k`, best first. The shape is always k wide: where fewer than k
+    continuations exist (an unfinished word with fewer completions), the missing ones are
+    "" with score -inf and `constraints_met` false, after the real ones. Every other score is
+    finite."""
     limits = limits or GuideLimits()
     text = tf.convert_to_tensor(text, tf.string)
     blank = tf.fill(tf.shape(text), "")
@@ -282,12 +297,14 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
         check_bytes(field, limits.field_bytes, name) for field, name in zip(fields[1:], names)
     ]
     text = check_bytes(text, translator.documents.max_input_bytes, "input")
-    parts = sentence_fields(text, prefix, constraints, avoid, glossary, limits,
-                            translator.documents.segment)  # fmt: skip
-    segmentation, sentences, rows, first, sentence_prefix, wanted, avoided = parts
-    out = search_sentences(translator, sentences, first, sentence_prefix, wanted, avoided,
-                           alternatives, limits)  # fmt: skip
-    texts, scores, met = out  # (m, k) each
+    parts = sentence_fields(text, prefix, constraints, avoid, translator.documents.segment)
+    segmentation, sentences = parts[:2]
+    chunks = split_sentences(translator, *parts[1:])  # (c, ...): overlong sentences cut
+    wanted = tf.concat(
+        [chunks.explicit, glossary_for(chunks.texts, chunks.rows, glossary, limits)], axis=1
+    )  # (c, None)
+    out = search_sentences(translator, chunks, wanted, alternatives, limits, prefill)
+    texts, scores, met = join_chunks(chunks.counts, *out)  # (m, k) each
     if segmentation is None:
         translations = texts
         total, all_met = scores, met
@@ -296,6 +313,11 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
         counts = segmentation.segments.row_lengths()
         total = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(scores, counts), axis=1)
         all_met = tf.reduce_all(tf.RaggedTensor.from_row_lengths(met, counts), axis=1)
+    # An alternative that does not exist (fewer completions than k): "", -inf, not met, for
+    # the whole input (its other sentences' translations are not joined to nothing).
+    missing = tf.equal(total, float("-inf"))
+    translations = tf.where(missing, "", translations)
+    all_met &= ~missing
     if alternatives:
         return {"translations": translations, "scores": total, "constraints_met": all_met}
     return {
@@ -305,11 +327,13 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
     }
 
 
-def search_sentences(translator, sentences, first, prefix, wanted, avoided, alternatives,
-                     limits: GuideLimits):  # fmt: skip
-    """The guided search of `sentences (m,)`: `(texts, scores, met)` `(m, k)`, k =
+def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: GuideLimits,
+                     prefill: bool = True):  # fmt: skip
+    """The guided search of `chunks` (`guided_chunks.Chunks` of c rows, `wanted` their
+    constraint phrases ragged `(c, None)`): `(texts, scores, met)` `(c, k)`, k =
     max(alternatives, 1), each row's alternatives best first."""
     config, tokenizer = translator.config, translator.tokenizer
+    sentences, first, prefix, avoided = chunks.texts, chunks.first, chunks.prefix, chunks.avoided
     k = max(alternatives, 1)
     pieces = piece_strings(tokenizer.model_proto)
     forced, first_allowed, head_ids = prefix_parts(
@@ -321,7 +345,8 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
                          f"prefix and constraints longer than the output limit of "
                          f"{config.max_length - 2} pieces. Pieces:")  # fmt: skip
     with tf.control_dependencies([fits]):
-        source = tf.identity(tokenizer.encode_source(sentences, config.max_length).to_tensor())
+        eos = tf.RaggedTensor.from_tensor(tf.fill([chunks.pieces.nrows(), 1], config.eos_id))
+        source = tf.identity(tf.concat([chunks.pieces, eos], axis=1).to_tensor())
     alternative = tf.fill(tf.shape(sentences), -1)
     blank = lambda t: tf.equal(tf.strings.length(tf.strings.strip(t)), 0)  # noqa: E731
     idle = blank(sentences) & blank(prefix) & tf.equal(wanted.row_lengths(), 0)  # nothing to do
@@ -337,7 +362,7 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
                         first_allowed=first_allowed, alternative=alternative,
                         avoid=avoid_ids, constraints=wanted_ids)  # fmt: skip
     ids, scores = guided_ids(translator.model, source, translator.options, guide,
-                             translator.pad_kernels, word_boundaries(pieces))  # fmt: skip
+                             translator.pad_kernels, word_boundaries(pieces), prefill)  # fmt: skip
     ids, scores = ids[:, 0], scores[:, 0]  # (n,)
     met = phrases_met(ids, guide.constraints)
     texts = tokenizer.detokenize(ids)
@@ -355,13 +380,14 @@ def search_sentences(translator, sentences, first, prefix, wanted, avoided, alte
     return take(texts), take(scores), take(met)
 
 
-def guided_function(translator, alternatives: int = 0, limits: GuideLimits | None = None):
+def guided_function(translator, alternatives: int = 0, limits: GuideLimits | None = None,
+                    prefill: bool = True):  # fmt: skip
     """`translate_guided` as one `tf.function` of five string `(batch,)` tensors (text, prefix,
     constraints, avoid, glossary), traced once: for repeated eager calls and for export."""
     spec = tf.TensorSpec([None], tf.string)
     return tf.function(
         lambda text, prefix, constraints, avoid, glossary: translate_guided(
-            translator, text, prefix, constraints, avoid, glossary, alternatives, limits
+            translator, text, prefix, constraints, avoid, glossary, alternatives, limits, prefill
         ),
         input_signature=[spec] * 5,
     )

@@ -282,7 +282,8 @@ class _Loop:
             shared = tile_items(step.shared, strategy.rows_per_item)
             self.fn = lambda ids, at, cache, _: step.fn(ids, at, cache, shared)
 
-    def initial_state(self, initial_ids, step: StepFunction, limits, max_len) -> LoopState:
+    def initial_state(self, initial_ids, step: StepFunction, limits, max_len,
+                      start_step=None) -> LoopState:  # fmt: skip
         """The state before the first step: with fixed buffers the cache is tiled to the
         strategy's rows, with growing ones `shared` is carried (its rows are dropped)."""
         cache, shared, outputs = step.cache, step.shared, ()
@@ -291,7 +292,7 @@ class _Loop:
         else:
             outputs = initial_outputs(self.batch, *self.strategy.result_shapes(), self.loop.pad_id)
         return LoopState(
-            step=tf.constant(0, tf.int32),
+            step=tf.constant(0, tf.int32) if start_step is None else tf.cast(start_step, tf.int32),
             search=self.strategy.initial_state(initial_ids, limits, max_len, self.loop),
             cache=cache,
             limits=limits,
@@ -389,6 +390,7 @@ def decode(
     loop: LoopOptions | None = None,
     *,
     max_lengths=None,
+    start_step=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Batched decoding with `strategy`; see the module docstring for the protocol.
 
@@ -408,6 +410,9 @@ def decode(
             default `LoopOptions()`, the project's special ids and growing buffers.
         max_lengths: optional int `(batch,)`, per-item limits `<= max_decode_length`; a row
             reaching its item's limit without EOS is finished there.
+        start_step: optional int32 scalar, the tokens every row holds when the loop starts
+            (the step function's cache and the strategy's state already hold them, as after
+            `prefill.fill_cache`); default 0.
 
     Returns:
         The strategy's `(ids, scores)` for the whole batch: ids int32 `(batch, ...,
@@ -419,7 +424,7 @@ def decode(
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
     max_len, limits = length_limits(initial_ids, max_decode_length, max_lengths)
     run = _Loop(strategy, step, loop, tf.shape(initial_ids)[0])
-    state = run.initial_state(initial_ids, step, limits, max_len)
+    state = run.initial_state(initial_ids, step, limits, max_len, start_step)
     final = tf.while_loop(
         run.keep_going,
         lambda s: (run.body(s),),

@@ -183,7 +183,9 @@ def format_results(
     """Lines for one batch of results, `texts[i]` being input number `start + i`:
 
     - 1-best: "score<TAB>translation" per input;
-    - n-best: "input<TAB>rank<TAB>score<TAB>translation" per hypothesis, best first;
+    - n-best: "input<TAB>rank<TAB>score<TAB>translation" per hypothesis, best first; a
+      hypothesis scored -inf (`translate_alternatives` where fewer continuations exist) is
+      left out, in lines and JSON alike;
     - scores (`outputs` of `score`, `targets` given): "log_prob<TAB>per_token<TAB>score";
     - alignments of given pairs (`align`): the Moses "i-j" pairs; `translate_markup`:
       "score<TAB>translation<TAB>alignments[<TAB>warning]";
@@ -204,6 +206,11 @@ def format_results(
     rows = [dict(index=start + i, source=s, translations=t, scores=c)
             for i, (s, t, c) in enumerate(zip(texts, outputs["translations"],
                                               outputs["scores"]))]  # fmt: skip
+    for row in rows:
+        if isinstance(row["scores"], (list, tuple)) or getattr(row["scores"], "ndim", 0):
+            kept = [(t, float(c)) for t, c in zip(row["translations"], row["scores"])
+                    if float(c) != float("-inf")]  # fmt: skip
+            row["translations"], row["scores"] = [t for t, _ in kept], [c for _, c in kept]
     for key in ("alignments", "warnings"):  # translate_markup
         for row, value in zip(rows, outputs.get(key, [])):
             row[key] = value

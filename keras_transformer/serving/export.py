@@ -37,7 +37,8 @@ Exports made with `guided=True` (`--guided`) add two:
                                                scores: float32 (batch,),
                                                constraints_met: bool (batch,)
     translate_alternatives  the same inputs -> the same outputs, (batch, n_best) each:
-                                               n_best continuations of the prefix
+                                               n_best continuations of the prefix; fewer
+                                               exist: "", score -inf, not met, last
 
 The guided signatures (`keras_transformer.decoding.guided`) take only string (batch,) inputs,
 so TF Serving's batching merges their requests; a request over `GuideLimits` fails with
@@ -271,7 +272,8 @@ class TranslationModule(tf.Module):
     def _guided_alternatives(self, text, prefix, constraints, avoid, glossary):
         """`translate_alternatives`: strings (batch,) -> translations, scores,
         constraints_met (batch, n_best): the n_best best continuations of the prefix that
-        differ in their first piece."""
+        differ in their first piece; where fewer exist, the missing ones come last as "",
+        score -inf, constraints_met false (every other score is finite)."""
         shape = [None, self.n_best]
         return self._guided(text, prefix, constraints, avoid, glossary, self.n_best, shape)
 
