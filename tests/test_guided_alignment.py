@@ -180,3 +180,17 @@ def test_training_input_carries_piece_level_gold_rows(tmp_path):
     assert seen == 12
     plain = make_batches(data, tokenizer, 32, 256, training=False)
     assert "alignment" not in plain.element_spec[0]
+
+
+@pytest.mark.slow  # eflomal's sampler: seconds
+def test_eflomal_aligns_a_monotone_toy_corpus():
+    """On a corpus where every word has one translation in the same position, the symmetrized
+    alignment is the diagonal (and intersection and union agree with it)."""
+    pytest.importorskip("eflomal")
+    sources = ["the house is small", "the house is big", "the book", "a book is small"] * 20
+    targets = ["das Haus ist klein", "das Haus ist groß", "das Buch", "ein Buch ist klein"] * 20
+    lines = {m: ac.symmetrized_lines(sources, targets, m) for m in ac.SYMMETRIZATIONS}
+    for k, source in enumerate(sources[:4]):
+        found = {m: ac.parse_line(lines[m][k]) for m in lines}
+        assert found["intersection"] <= found["grow-diag-final-and"] <= found["union"]
+        assert found["intersection"] == {(w, w) for w in range(len(source.split()))}, found
