@@ -45,6 +45,7 @@ setup(
             "keras-transformer-export = keras_transformer.cli.export:main",
             "keras-transformer-verify-export = keras_transformer.cli.verify_export:main",
             "keras-transformer-client = keras_transformer.cli.client:main",
+            "keras-transformer-align-corpus = keras_transformer.cli.align_corpus:main",
         ]
     },
     extras_require={
@@ -56,6 +57,9 @@ setup(
         "backends": ["jax", "torch==2.13.0"],
         # export/to_ctranslate2.py and tests/test_ctranslate2.py (.ci/run installs it)
         "ctranslate2": ["ctranslate2>=4.5,<5", "sentencepiece"],
+        # pipelines/align_corpus.py (eflomal word alignments for --guided-alignment) and
+        # tests/test_guided_alignment.py's aligner test (.ci/run installs it)
+        "align": ["eflomal>=2.0,<3"],
         # The peers of the benchmarks (`python benchmarks/run.py train --with-peers`, `learning`),
         # never needed by the package: PyTorch (torch==2.13.0 installs the local CPU build
         # here; other versions pull gigabytes of CUDA packages), CTranslate2, transformers, and

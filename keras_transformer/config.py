@@ -549,9 +549,20 @@ class RecipeConfig:
         choices=DECAYS,
     )
     seed: int = option(1234, "random seed for weights, shuffling and dropout")
+    guided_alignment: str | None = option(
+        None,
+        "guided alignment (Marian, OpenNMT-tf): a file of word alignments of the training "
+        "split, one Moses line per pair (keras-transformer-align-corpus writes it); one "
+        "cross-attention head of the last layer learns them (training.guided_alignment). "
+        "On-the-fly corpora only (not prepared:DIR or the tf.data service)",
+    )
+    guided_alignment_weight: float = option(
+        1.0, "weight of the guided alignment cross-entropy (OpenNMT-tf's default)"
+    )
 
     def __post_init__(self) -> None:
         check_choice("recipe_name", self.recipe_name, RECIPES)
+        check_number("guided_alignment_weight", self.guided_alignment_weight, minimum=0)
         if self.train_steps is not None:
             check_int("train_steps", self.train_steps)
         for name in ("train_minutes", "time_budget_minutes"):

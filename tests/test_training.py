@@ -92,7 +92,7 @@ def test_training_config_routes_flat_names_to_its_sections():
     assert (cfg.architecture.model, cfg.recipe.train_steps) == ("tiny", 300)
     assert (cfg.run.model_dir, cfg.warm_start.freeze) == ("r", "encoder")
     flat = cfg.to_flat()
-    assert len(flat) == len(TrainingConfig.flat_fields()) == 55
+    assert len(flat) == len(TrainingConfig.flat_fields()) == 57
     assert TrainingConfig.from_flat(**flat) == cfg
     assert cfg.replace(d_model=64).architecture.d_model == 64
     older = {k: v for k, v in flat.items() if k not in ("decay", "time_budget_minutes", "deliver")}

@@ -4,6 +4,8 @@ bucketing (paper, section 5.1: batches of about 25000 source and 25000 target to
 Elements in: `{"source": tf.string, "target": tf.string}` (see `keras_transformer.data.corpus`).
 Elements out: `({"source": int32 (batch, src_len), "target": int32 (batch, tgt_len)},
 labels int32 (batch, tgt_len))` where target = [BOS] + pieces and labels = pieces + [EOS].
+Elements with an `"alignment"` line (guided alignment, `data.alignment_corpus`) add
+`"alignment": float32 (batch, tgt_len, src_len)` gold rows to the inputs.
 
 The training stream is a deterministic function of the corpus and the seed (seeded shuffle with
 a generator per iterator, order-preserving parallel maps), so batch i is the same in every run: a
@@ -22,9 +24,11 @@ import logging
 
 import tensorflow as tf
 
+from keras_transformer.data import alignment_corpus
 from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SubwordTokenizer
 
 logger = logging.getLogger("keras_transformer")
+ALIGNMENT = "alignment"  # guided alignment's feature (`data.alignment_corpus`)
 
 
 def bucket_boundaries(max_length: int, min_length: int = 8, growth: float = 1.2) -> list[int]:
@@ -73,9 +77,15 @@ def _tokenize(tokenizer: SubwordTokenizer):
             "source": tf.concat([source, eos], axis=1),  # pieces + EOS
             "target": tf.concat([bos, target], axis=1),  # BOS + pieces (decoder input)
             "labels": tf.concat([target, eos], axis=1),  # pieces + EOS
+            **_extra_features(batch),
         }
 
     return tokenize
+
+
+def _extra_features(batch) -> dict:
+    """What an element carries besides its text (guided alignment's `"alignment"` line)."""
+    return {k: v for k, v in batch.items() if k not in ("source", "target")}
 
 
 def tokenize_pairs(
@@ -193,6 +203,8 @@ def make_batches(
     batches = bucket_batches(
         examples, max_length, batch_tokens, num_replicas, pad_to_bucket_boundary, training
     )
+    if ALIGNMENT in examples.element_spec:  # guided alignment: words -> pieces, per batch
+        batches = batches.map(_densify_alignment(tokenizer), num_parallel_calls=tf.data.AUTOTUNE)
     if skip_batches:
         batches = batches.skip(skip_batches)
     return finish_batches(batches, num_replicas, training)
@@ -227,7 +239,12 @@ def bucket_batches(
         element_length_func=lambda e: tf.maximum(tf.size(e["source"]), tf.size(e["labels"])),
         bucket_boundaries=boundaries,
         bucket_batch_sizes=sizes,
-        padding_values={"source": PAD_ID, "target": PAD_ID, "labels": PAD_ID},
+        padding_values={
+            "source": PAD_ID,
+            "target": PAD_ID,
+            "labels": PAD_ID,
+            **({ALIGNMENT: ""} if ALIGNMENT in examples.element_spec else {}),
+        },  # fmt: skip
         pad_to_bucket_boundary=pad_to_bucket_boundary,
         drop_remainder=drop_remainder,
     )
@@ -241,10 +258,24 @@ def finish_batches(
     if not training and num_replicas > 1:
         batches = batches.map(_pad_rows_to_multiple(num_replicas))
     batches = batches.map(
-        lambda e: ({"source": e["source"], "target": e["target"]}, e["labels"]),
+        lambda e: ({k: e[k] for k in ("source", "target", ALIGNMENT) if k in e}, e["labels"]),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     return batches.prefetch(tf.data.AUTOTUNE).with_options(options or _batch_options())
+
+
+def _densify_alignment(tokenizer: SubwordTokenizer):
+    """A batch's `"alignment"` Moses lines over words -> float32 `(batch, tgt_len, src_len)`
+    gold rows over pieces (`alignment_corpus.gold_matrix`)."""
+    starts = alignment_corpus.word_start_table(tokenizer.model_proto)
+
+    def densify(example):
+        gold = alignment_corpus.gold_matrix(
+            example[ALIGNMENT], example["source"], example["labels"], starts, PAD_ID, EOS_ID
+        )
+        return {**example, ALIGNMENT: gold}
+
+    return densify
 
 
 def _batch_options() -> tf.data.Options:

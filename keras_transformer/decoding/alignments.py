@@ -22,9 +22,13 @@ pairs index the whole input and the whole output. A sentence longer than the mod
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
+from keras_transformer.data.alignment_corpus import (  # noqa: F401  (re-exported)
+    WORD_START,
+    piece_words,
+    word_start_table,
+)
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.scoring import teacher_forcing
 from keras_transformer.decoding.translator import check_model
@@ -33,28 +37,6 @@ ROWS = ("predict", "input")
 DEFAULT_LAYER = -1  # chosen by measurement (see the module docstring)
 DEFAULT_HEAD = None  # None: the mean over heads
 DEFAULT_ROW = "predict"
-WORD_START = "\u2581"
-
-
-def word_start_table(model_proto: bytes) -> np.ndarray:
-    """int32 `(vocab,)`: 1 where the piece starts a whitespace word ("\u2581..."), else 0."""
-    import sentencepiece as spm
-
-    processor = spm.SentencePieceProcessor(model_proto=model_proto)
-    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-    return np.asarray([int(p.startswith(WORD_START)) for p in pieces], np.int32)
-
-
-def piece_words(ids, starts, pad_id: int, eos_id: int) -> tf.Tensor:
-    """int `(batch, len)` piece ids -> int32 `(batch, len)`: the word each piece belongs to,
-    -1 for padding and EOS (the first piece always begins word 0)."""
-    ids = tf.cast(ids, tf.int32)
-    valid = tf.not_equal(ids, pad_id) & tf.not_equal(ids, eos_id)  # (batch, len)
-    begins = tf.gather(tf.convert_to_tensor(starts, tf.int32), ids)  # (batch, len)
-    first = tf.equal(tf.range(tf.shape(ids)[1]), 0)[None, :]  # the first piece begins a word
-    begins = tf.cast((tf.equal(begins, 1) | first) & valid, tf.int32)
-    index = tf.cumsum(begins, axis=1) - 1  # (batch, len)
-    return tf.where(valid, index, -1)
 
 
 def cross_attention(model, source, target_in, layer: int, head: int | None) -> tf.Tensor:

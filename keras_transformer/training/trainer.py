@@ -30,12 +30,17 @@ from keras_transformer.data import corpus, prepared
 from keras_transformer.data import prepared_manifest as manifests
 from keras_transformer.data.pipeline import make_batches, through_data_service
 from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepiece
-from keras_transformer.model import build_transformer
 from keras_transformer.precision import (
     gpu_compute_capabilities,
     resolve_mixed_precision,
 )
-from keras_transformer.training import checkpoints, preflight, regularization, warm_start
+from keras_transformer.training import (
+    checkpoints,
+    guided_alignment,
+    preflight,
+    regularization,
+    warm_start,
+)
 from keras_transformer.training.budget import BudgetPlanner, EndOfRun, Plan, process_start_time
 from keras_transformer.training.callbacks import PeriodicCheckpoint, ProgressLog
 from keras_transformer.training.distribute import (  # noqa: F401  (re-exported)
@@ -152,6 +157,8 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0, strategy=None):
         cache=not corpus.uses_tfds(cfg.data.dataset),  # WMT's millions of pairs stay streamed
     )
     service = cfg.data.data_service
+    guided_alignment.check_input(cfg.recipe, cfg.data, prepared=manifests.is_prepared(
+        cfg.data.dataset))  # fmt: skip
     if service and not (
         manifests.is_prepared(cfg.data.dataset) or corpus.uses_tfds(cfg.data.dataset)
     ):
@@ -166,7 +173,7 @@ def _datasets(cfg, tokenizer, num_replicas, skip_batches=0, strategy=None):
         train = prepared.training_batches(cfg, tokenizer, num_replicas, skip_batches)
     else:
         train = make_batches(
-            corpus.load_split(cfg.data, "train"),
+            guided_alignment.training_pairs(cfg.data, cfg.recipe),
             training=True,
             seed=cfg.recipe.seed,
             skip_batches=skip_batches,
@@ -243,7 +250,7 @@ def build_and_restore(cfg, config, strategy) -> tuple[keras.Model, TransformerSc
     start from `init_from`'s weights if set. Returns the model, its learning-rate schedule
     and the step it starts from."""
     with strategy.scope():
-        model = build_transformer(config)
+        model = guided_alignment.build_model(config, cfg.recipe)
         latest = artifacts.latest_checkpoint(cfg.run.model_dir)
         if latest is None and cfg.warm_start.init_from is not None:
             # Before compile: no optimizer state.
