@@ -183,6 +183,11 @@ def advance_phrases(met, phrase, position, tokens, constraints):
     return met, new_phrase, new_position
 
 
+def met_count(met) -> tf.Tensor:
+    """int32 `(...)`: the phrases met in bool `met (..., C)`."""
+    return tf.reduce_sum(tf.cast(met, tf.int32), axis=-1)
+
+
 def tokens_met(met, position, constraints) -> tf.Tensor:
     """int32: the constraint tokens met (the bank) of each hypothesis, `met (..., C)`,
     `position (...)`, for `constraints (active, C, L)` (`met` led by the active axis)."""
@@ -347,8 +352,7 @@ class GuidedBeamSearch(BeamSearch):
         met, phrase, position = advance_phrases(
             state.met, state.phrase, state.position, tokens, state.constraints)  # fmt: skip
         banks = tokens_met(met, position, state.constraints)  # (active, beam, K)
-        count = lambda m: tf.reduce_sum(tf.cast(m, tf.int32), axis=-1)  # noqa: E731
-        just_met = count(met) > count(state.met)[:, :, None]  # (active, beam, K)
+        just_met = met_count(met) > met_count(state.met)[:, :, None]  # (active, beam, K)
         active, width = tf.shape(tokens)[0], tf.shape(tokens)[2]
         n = self.beam_size * width
 
@@ -429,8 +433,7 @@ def _follow(state: GuidedState, pieces):
         new_met, phrase, position = advance_phrases(
             met, phrase, position, token, state.constraints)  # fmt: skip
         new_met = new_met[:, :, 0]  # (active, beam, C)
-        count = lambda m: tf.reduce_sum(tf.cast(m, tf.int32), axis=-1)  # noqa: E731
-        just_met = count(new_met) > count(met)
+        just_met = met_count(new_met) > met_count(met)
         return t + 1, new_met, phrase[:, :, 0], position[:, :, 0], just_met
 
     initial = (tf.constant(0), state.met, state.phrase, state.position, state.just_met)
