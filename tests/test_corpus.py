@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,23 @@ def test_bundled_files_and_notice_exist() -> None:
     notice = (sample_path("sample_en_de", "train").parent / "NOTICE.md").read_text()
     assert "https://mozilla.org/MPL/2.0/" in notice
     assert "libreoffice-help-de" in notice and "libreoffice-help-fr" in notice
+
+
+@pytest.mark.parametrize("dataset", ["sample_en_de", "sample_en_fr"])
+def test_bundled_tagged_dev_set_is_dev_text_with_inline_tags(dataset: str) -> None:
+    from keras_transformer.data.tagged_corpus import strip_tags
+
+    path = sample_path(dataset, "train").parent / f"{dataset[7:]}.dev.tagged.tsv.gz"
+    rows = [
+        line.split("\t") for line in gzip.open(path, "rt", encoding="utf-8").read().splitlines()
+    ]
+    assert len(rows) > 100 and all(len(row) == 2 and row[1].strip() for row in rows)
+    assert all(re.search(r"<[a-z]+[ >]", source) for source, _ in rows)  # an inline tag each
+    texts = [strip_tags(source) for source, _ in rows]
+    train = {source for source, _ in read_pairs(dataset, "train")}
+    dev = {source for source, _ in read_pairs(dataset, "dev")}
+    assert not train & set(texts)  # kept apart from training
+    assert sum(text in dev for text in texts) >= 0.95 * len(texts)  # the dev pages' paragraphs
 
 
 @pytest.mark.parametrize("name", ["bad.train.tsv", "bad.train.tsv.gz"])

@@ -13,14 +13,14 @@ lines translated one by one:
 
     keras-transformer-evaluate --model-dir runs/sample_en_de --documents 2-12 --segment
 
---markup: sources and references carry inline tags (the corpus script's
-en_de.dev.tagged.tsv.gz, or benchmarks/data/tagged_dev.tsv): each source is translated with
+--markup: sources and references carry inline tags (the bundled dev.tagged files that the
+corpus script builds, or the hand-tagged benchmarks/data/tagged_dev.tsv): each source is translated with
 its tags (`translate_markup`) and the report gives the share of well-formed outputs and of
 outputs whose tags equal the source's, chrF inside tags and BLEU without tags
 (`keras_transformer.decoding.markup_evaluation`).
 
-    keras-transformer-evaluate --model-dir RUN --dataset tsv:benchmarks/data/tagged_dev.tsv \
-        --split all --markup
+    keras-transformer-evaluate --model-dir RUN --split all --markup \
+        --dataset tsv:keras_transformer/data/sample/en_de.dev.tagged.tsv.gz
 """
 
 from __future__ import annotations

@@ -328,4 +328,9 @@ side longer than the `--max-chars` limit, and removes exact duplicates. The
 split into train/dev/test is by help page (a SHA-256 hash of the page path),
 and dev/test pairs whose English sentence also occurs in an earlier split
 (train, then dev) are removed. The text was not otherwise modified.
+
+`en_de.dev.tagged.tsv.gz` and `en_fr.dev.tagged.tsv.gz` hold paragraphs of the dev
+split's pages with their inline markup kept (`<span class=...>`, `<a href=...>`,
+`<strong>`, ...; `keras_transformer/data/tagged_corpus.py`), for the evaluation of
+markup transfer; a paragraph whose text is a training source is left out.
 """
