@@ -56,6 +56,15 @@ def test_decay_shapes_equal_their_formulas(decay):
 
 
 @pytest.mark.parametrize("decay", ["linear", "cosine", "rsqrt_cooldown"])
+def test_a_run_shorter_than_its_warmup_only_warms_up(decay):
+    total = WARMUP // 2  # 20 steps of a 40-step warm-up (the rate was 0 at every step)
+    schedule = TransformerSchedule(D_MODEL, WARMUP, total_steps=total, decay=decay)
+    steps = np.arange(1, total + 1)
+    warmup_only = D_MODEL**-0.5 * WARMUP**-1.5 * steps  # the paper's step * warmup^-1.5 part
+    np.testing.assert_allclose(_rates(schedule, steps), warmup_only, rtol=2e-5)
+    assert schedule.progress_at(total) == 0.0
+
+@pytest.mark.parametrize("decay", ["linear", "cosine", "rsqrt_cooldown"])
 def test_a_new_plan_goes_on_from_where_the_decay_stands(decay):
     schedule = TransformerSchedule(D_MODEL, WARMUP, total_steps=200, decay=decay)
     before = float(schedule(119))  # step 120 under the first plan

@@ -11,10 +11,11 @@ at step `warmup_steps`, then decays:
     cosine          peak * (1 + cos(pi * p)) / 2
 
 where p in [0, 1] is the progress through the decay, from the end of warm-up to the planned
-last step. The plan can change while the run goes on (`set_total_steps`: a slower machine
-than measured at first): p then goes on from where it stands to 1 at the new last step, so
-the rate never jumps. The plan lives in three scalar variables (anchor step, progress at the
-anchor, last step) that the training callbacks set from `MODEL_DIR/plan.json`.
+last step (a run planned to end inside its warm-up only warms up: p stays 0). The plan can
+change while the run goes on (`set_total_steps`: a slower machine than measured at first): p
+then goes on from where it stands to 1 at the new last step, so the rate never jumps. The plan
+lives in three scalar variables (anchor step, progress at the anchor, last step) that the
+training callbacks set from `MODEL_DIR/plan.json`.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 left = (float(self.total_steps) - step + 1.0) / float(self.cooldown_steps)
                 rate = rate * ops.clip(left, 0.0, 1.0)
             return rate
-        p = _progress(step, *self._plan, clip=lambda x: ops.clip(x, 0.0, 1.0))
+        p = _progress(step, *self._plan, clip=lambda x: ops.clip(x, 0.0, 1.0), maximum=ops.maximum)
         if self.decay == "linear":
             shape = 1.0 - p
         elif self.decay == "cosine":
@@ -162,7 +163,10 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
-def _progress(step, anchor, at_anchor, total, clip):
-    """p(step) = p_anchor + (1 - p_anchor) (step - anchor) / (total - anchor + 1), clipped."""
-    span = total - anchor + 1.0
+def _progress(step, anchor, at_anchor, total, clip, maximum=max):
+    """p(step) = p_anchor + (1 - p_anchor) (step - anchor) / max(total - anchor + 1, 1),
+    clipped. A plan that ends before its anchor (a run shorter than its warm-up) has no decay:
+    p stays 0 up to the anchor, so the run only warms up (without the `max`, p was 1 from the
+    first step and the rate 0 throughout)."""
+    span = maximum(total - anchor + 1.0, 1.0)
     return clip(at_anchor + (1.0 - at_anchor) * (step - anchor) / span)
