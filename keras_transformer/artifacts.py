@@ -21,7 +21,12 @@ import re
 import keras
 
 from keras_transformer.checks import check_choice
-from keras_transformer.config import SearchOptions, TransformerConfig, eval_alpha_for
+from keras_transformer.config import (
+    AlignmentOptions,
+    SearchOptions,
+    TransformerConfig,
+    eval_alpha_for,
+)
 from keras_transformer.constants import INFERENCE_DTYPES
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.model import build_transformer
@@ -73,6 +78,14 @@ def run_eval_alpha(model_dir: str) -> float:
     if run is None:
         return SearchOptions.alpha
     return float(eval_alpha_for(run.get("model", ""), run.get("eval_alpha")))
+
+
+def run_alignment(model_dir: str) -> AlignmentOptions:
+    """The cross-attention that word alignments of the run in `model_dir` read: the guided
+    head where it trained with `--guided-alignment` (its training_config.json's
+    `guided_alignment`), else `AlignmentOptions()`'s default."""
+    run = load_run_config(model_dir) or {}
+    return AlignmentOptions.guided() if run.get("guided_alignment") else AlignmentOptions()
 
 
 def checkpoint_path(directory: str, step: int) -> str:

@@ -332,6 +332,45 @@ class DocumentOptions:
         return dataclasses.replace(self, **changes)
 
 
+ALIGNMENT_ROWS = ("predict", "input")  # the attention row read for an output piece
+
+
+@dataclass(frozen=True)
+class AlignmentOptions:
+    """Which cross-attention gives the word alignments (`decoding.alignments`): `layer`'s
+    `head` (None: the mean over heads), read at the `row` that predicts each output piece
+    ("predict") or that takes it as the decoder's input ("input").
+
+    The default is the lowest alignment error rate of an unguided model on the hand-aligned
+    gold set (26 dev pairs, 223 links, benchmarks/data/alignment_gold.tsv): the last layer's
+    mean, AER 0.37. A run trained with `--guided-alignment` aligns with the head it trained
+    (`guided()`): AER 0.23 against its own mean's 0.36
+    (benchmarks/results/2026-11-26-issue-53-guided-alignment.md).
+    """
+
+    layer: int = -1
+    head: int | None = None
+    row: str = "predict"
+
+    def __post_init__(self) -> None:
+        check_choice("row", self.row, ALIGNMENT_ROWS)
+        if not isinstance(self.layer, int) or not (self.head is None or isinstance(self.head, int)):
+            raise ValueError(
+                f"layer must be an int and head an int or None. Received: layer={self.layer!r}, "
+                f"head={self.head!r}"
+            )
+
+    @classmethod
+    def guided(cls) -> AlignmentOptions:
+        """The head that `--guided-alignment` trains (`training.guided_alignment`): head 0 of
+        the last decoder layer, at the row that predicts each piece (OpenNMT-tf's choice)."""
+        return cls(layer=-1, head=0, row="predict")
+
+    def kwargs(self) -> dict[str, Any]:
+        """`layer`, `head` and `row` as keyword arguments of `alignments.align_ids`."""
+        return dataclasses.asdict(self)
+
+
 STRATEGIES = ("auto", "mirrored", "one_device", "multi_worker")
 MIXED_PRECISION = ("auto", "none", "mixed_bfloat16", "mixed_float16")
 EVAL_DECODES = ("greedy", "beam")  # how training decodes its dev subset

@@ -114,3 +114,36 @@ def test_whole_inputs_are_their_sentences_aligned_alone(tiny):
     expected = " ".join(filter(None, [first["alignments"][0].numpy().decode(), *shifted]))
     assert out["alignments"][0].numpy().decode() == expected
     assert out["alignments"][1].numpy() == b""
+
+
+def test_a_run_aligns_with_its_guided_head_only_if_it_trained_one(tmp_path):
+    import json
+
+    from keras_transformer import artifacts
+    from keras_transformer.config import AlignmentOptions
+
+    assert artifacts.run_alignment(str(tmp_path)) == AlignmentOptions()  # no run config
+    for guided, want in [(None, AlignmentOptions()), ("train.align", AlignmentOptions.guided())]:
+        (tmp_path / artifacts.RUN_CONFIG_FILE).write_text(json.dumps({"guided_alignment": guided}))
+        assert artifacts.run_alignment(str(tmp_path)) == want
+    assert AlignmentOptions.guided().kwargs() == {"layer": -1, "head": 0, "row": "predict"}
+    with pytest.raises(ValueError, match="row='middle'"):
+        AlignmentOptions(row="middle")
+    with pytest.raises(ValueError, match="head='0'"):
+        AlignmentOptions(head="0")
+
+
+@pytest.mark.slow  # traces a beam search
+def test_whole_inputs_read_the_translators_alignment_choice(tiny):
+    from keras_transformer import SearchOptions
+    from keras_transformer.config import AlignmentOptions
+    from keras_transformer.decoding.translator import Translator
+
+    model, tokenizer, starts = tiny
+    choice = AlignmentOptions(layer=0, head=1)
+    translator = Translator(model, tokenizer, SearchOptions(beam_size=2, max_extra_length=3),
+                            alignment=choice)  # fmt: skip
+    texts = ["The cat sleeps number 3.", "Der Hund schläft."]
+    out = al.translate_with_alignments(translator, tf.constant(texts), starts)
+    want = al.align_tensors(model, tokenizer, texts, out["translations"], starts, **choice.kwargs())
+    assert out["alignments"].numpy().tolist() == want["alignments"].numpy().tolist()

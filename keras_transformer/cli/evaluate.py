@@ -14,10 +14,11 @@ lines translated one by one:
     keras-transformer-evaluate --model-dir runs/sample_en_de --documents 2-12 --segment
 
 --markup: sources and references carry inline tags (the bundled dev.tagged files that the
-corpus script builds, or the hand-tagged benchmarks/data/tagged_dev.tsv): each source is translated with
-its tags (`translate_markup`) and the report gives the share of well-formed outputs and of
-outputs whose tags equal the source's, chrF inside tags and BLEU without tags
-(`keras_transformer.decoding.markup_evaluation`).
+corpus script builds, or the hand-tagged benchmarks/data/tagged_dev.tsv): each source is
+translated with its tags (`translate_markup`) and the report gives the share of well-formed
+outputs and of outputs whose tags equal the source's, chrF inside tags and BLEU without tags
+(`keras_transformer.decoding.markup_evaluation`); alignments read the run's
+`artifacts.run_alignment` (its guided head where it trained one).
 
     keras-transformer-evaluate --model-dir RUN --split all --markup \
         --dataset tsv:keras_transformer/data/sample/en_de.dev.tagged.tsv.gz
@@ -119,11 +120,13 @@ def _write_results(args: argparse.Namespace, hypotheses: list[str], result: dict
 
 
 def evaluate_markup(args: argparse.Namespace, model, tokenizer, pairs, search) -> int:
+    from keras_transformer import artifacts
     from keras_transformer.decoding import Translator
     from keras_transformer.decoding.markup_evaluation import tag_scores
     from keras_transformer.decoding.markup_translation import translate_lines
 
-    translator = Translator(model, tokenizer, search, documents=common.document_options(args))
+    translator = Translator(model, tokenizer, search, documents=common.document_options(args),
+                            alignment=artifacts.run_alignment(args.model_dir))  # fmt: skip
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     outputs, _ = translate_lines(translator, sources, True, args.batch_size,
                                  not args.no_progress)  # fmt: skip

@@ -74,7 +74,8 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
     model, _, tokenizer = artifacts.load_trained(
         args.model_dir, weights=args.weights, dtype=args.dtype
     )
-    translator = Translator(model, tokenizer, search, documents=common.document_options(args))
+    translator = Translator(model, tokenizer, search, documents=common.document_options(args),
+                            alignment=artifacts.run_alignment(args.model_dir))  # fmt: skip
     if args.markup or args.alignments:
         from keras_transformer.decoding.markup_translation import translate_lines
 

@@ -12,7 +12,9 @@ and each output word, EOS excluded on both sides, and each output word is linked
 source word that gets the most of it. `row="input"` reads the row where the output piece is
 the decoder's input, `row="predict"` the row that predicts it. The defaults were chosen by
 alignment error rate on a hand-annotated gold set (benchmarks/data/alignment_gold.tsv;
-benchmarks/results/2026-11-26-issue-53-markup.md).
+benchmarks/results/2026-11-26-issue-53-markup.md); a `Translator`'s `alignment`
+(`config.AlignmentOptions`, the guided head for a run trained with `--guided-alignment`) is
+what its whole-input functions use.
 
 Whole inputs (`translate_with_alignments`): each sentence of the segmenter is translated and
 aligned on its own, and the indices are offset by the words of the sentences before it, so the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from keras_transformer.config import ALIGNMENT_ROWS, AlignmentOptions
 from keras_transformer.data.alignment_corpus import (  # noqa: F401  (re-exported)
     WORD_START,
     piece_words,
@@ -33,10 +36,10 @@ from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.scoring import teacher_forcing
 from keras_transformer.decoding.translator import check_model
 
-ROWS = ("predict", "input")
-DEFAULT_LAYER = -1  # chosen by measurement (see the module docstring)
-DEFAULT_HEAD = None  # None: the mean over heads
-DEFAULT_ROW = "predict"
+ROWS = ALIGNMENT_ROWS
+DEFAULT_LAYER = AlignmentOptions().layer  # chosen by measurement (`AlignmentOptions`)
+DEFAULT_HEAD = AlignmentOptions().head  # None: the mean over heads
+DEFAULT_ROW = AlignmentOptions().row
 
 
 def cross_attention(model, source, target_in, layer: int, head: int | None) -> tf.Tensor:
@@ -133,8 +136,10 @@ def word_offsets(texts, counts) -> tf.Tensor:
 def translate_with_alignments(translator, texts, starts, **choice) -> dict:
     """Whole inputs string `(batch,)` -> `{"translations", "scores", "alignments"}` (batch,):
     `translator`'s translations and, per input, the Moses pairs over its whole source and
-    output (see the module docstring); TF ops only."""
+    output (see the module docstring); TF ops only. `choice` (`layer`, `head`, `row`):
+    default `translator.alignment`."""
     texts = tf.convert_to_tensor(texts, tf.string)
+    choice = choice or translator.alignment.kwargs()
     if translator.documents.segment:
         segmentation = segment(texts)
         sentences, counts = segmentation.segments.flat_values, segmentation.segments.row_lengths()

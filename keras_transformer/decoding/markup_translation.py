@@ -47,8 +47,9 @@ def translate_markup(translator, texts, starts, protect: bool = True, **choice) 
     """Whole inputs with inline markup, string `(batch,)` -> `{"translations", "scores",
     "alignments", "warnings"}`, each `(batch,)` (see the module docstring). `starts`:
     `alignments.word_start_table`; `protect`: restore protected spans; `choice`: the
-    alignment's layer, head and row."""
+    alignment's layer, head and row (default `translator.alignment`)."""
     model, tokenizer = translator.model, translator.tokenizer
+    choice = choice or translator.alignment.kwargs()
     parsed = parse_markup(texts)
     if translator.documents.segment:
         segmentation = segment(parsed.text)

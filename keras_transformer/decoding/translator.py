@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.checks import check_int
-from keras_transformer.config import DocumentOptions, SearchOptions
+from keras_transformer.config import AlignmentOptions, DocumentOptions, SearchOptions
 from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding import padded_kernels
 from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
@@ -244,6 +244,9 @@ class Translator(tf.Module):
             products stop at AVX2); None: `padded_kernels.default_pad_kernels()`, decided
             here once (an export keeps the choice of the machine that traced it unless
             `KERAS_TRANSFORMER_PAD_KERNELS` says otherwise).
+        alignment: `AlignmentOptions`, the cross-attention that word alignments read
+            (markup, `--alignments`); default the unguided model's best
+            (`artifacts.run_alignment` gives a run's: its guided head where it trained one).
 
     Example:
     >>> translator = Translator(model, tokenizer)
@@ -262,6 +265,7 @@ class Translator(tf.Module):
         name: str | None = None,
         documents: DocumentOptions | None = None,
         pad_kernels: bool | None = None,
+        alignment: AlignmentOptions | None = None,
     ):
         super().__init__(name=name)
         search = search or SearchOptions()
@@ -272,6 +276,7 @@ class Translator(tf.Module):
         self.config = model.config
         self.options = search.replace(n_best=1)
         self.documents = documents or DocumentOptions()
+        self.alignment = alignment or AlignmentOptions()
         self.jit_compile = jit_compile
         if pad_kernels is None:
             pad_kernels = padded_kernels.default_pad_kernels() and not search.padded_decode

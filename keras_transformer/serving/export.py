@@ -261,7 +261,8 @@ class TranslationModule(tf.Module):
         from keras_transformer.decoding.scoring import _string_pairs
 
         source, target = _string_pairs(source, target)
-        out = align_tensors(self.model, self.tokenizer, source, target, self._parts.starts)
+        out = align_tensors(self.model, self.tokenizer, source, target, self._parts.starts,
+                            **self.translator.alignment.kwargs())  # fmt: skip
         return {"alignments": tf.ensure_shape(out["alignments"], [None])}
 
     def _guided_one(self, text, prefix, constraints, avoid, glossary):
@@ -518,6 +519,7 @@ def export_savedmodel(
     # that may have trained in mixed precision): load_trained builds under its own dtype.
     model, _, tokenizer = artifacts.load_trained(model_dir, weights, dtype=dtype)
     translator = make_translator(model, tokenizer, search, jit_compile, documents, pad_kernels)
+    translator.alignment = artifacts.run_alignment(model_dir)  # the guided head, if trained
     guided = guided and not jit_compile
     module = TranslationModule(translator, model, tokenizer, n_best, guided=guided)
     info = export_info(translator, dtype)
@@ -535,6 +537,7 @@ def export_info(translator, dtype: str) -> dict:
         "pad_kernels": bool(translator.pad_kernels),
         "jit_compile": bool(translator.jit_compile),
         "search": dataclasses.asdict(translator.options),
+        "alignment": translator.alignment.kwargs(),
         "traced_on": {"cpu_flags": flags, "onednn_isa_cap": onednn.isa_cap()},
     }
 

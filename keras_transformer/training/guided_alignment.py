@@ -20,13 +20,13 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_transformer.config import TransformerConfig
+from keras_transformer.config import AlignmentOptions, TransformerConfig
 from keras_transformer.data import corpus
 from keras_transformer.data.alignment_corpus import count_lines, with_alignments
 from keras_transformer.model import Transformer, build_transformer
 
-GUIDED_LAYER = -1  # the last decoder layer (OpenNMT-tf's choice)
-GUIDED_HEAD = 0  # its first head
+GUIDED_LAYER = AlignmentOptions.guided().layer  # the last decoder layer (OpenNMT-tf's choice)
+GUIDED_HEAD = AlignmentOptions.guided().head  # its first head
 ALIGNMENT = "alignment"
 EPSILON = 1e-7  # probabilities are clipped here before the log (Keras' epsilon)
 
