@@ -64,6 +64,7 @@ def test_a_run_shorter_than_its_warmup_only_warms_up(decay):
     np.testing.assert_allclose(_rates(schedule, steps), warmup_only, rtol=2e-5)
     assert schedule.progress_at(total) == 0.0
 
+
 @pytest.mark.parametrize("decay", ["linear", "cosine", "rsqrt_cooldown"])
 def test_a_new_plan_goes_on_from_where_the_decay_stands(decay):
     schedule = TransformerSchedule(D_MODEL, WARMUP, total_steps=200, decay=decay)
