@@ -164,24 +164,37 @@ def latency_rows(systems: dict, sentences: dict, rounds: int) -> list[dict]:
             for (name, length), t in times.items()]  # fmt: skip
 
 
-def throughput_rows(systems: dict, texts: list[str], batch: int, rounds: int) -> list[dict]:
+def throughput_rows(
+    systems: dict, texts: list[str], batch: int, rounds: int, count_pieces=None
+) -> list[dict]:
     """Sentences/s of every system over all `texts` in batches of `batch` (median of
-    `rounds`, systems alternating; a warm-up pass first)."""
+    `rounds`, systems alternating; a warm-up pass first), and with `count_pieces(list of
+    str) -> int` the output pieces of its last pass and their rate: systems that stop at
+    different lengths (random weights, a peer's per-batch length limit) do different work."""
     names = [name for name in systems if not name.startswith("_") and "gRPC" not in name]
     chunks = [texts[i : i + batch] for i in range(0, len(texts), batch)]
     seconds = {name: [] for name in names}
+    outputs = {name: [] for name in names}
     for name in names:
         systems[name](chunks[0])
     for round_ in range(rounds):
         for name in names[:: 1 if round_ % 2 == 0 else -1]:
-            start = time.perf_counter()
+            start, out = time.perf_counter(), []
             for chunk in chunks:
-                systems[name](chunk)
+                out += list(systems[name](chunk))
             seconds[name].append(time.perf_counter() - start)
-    return [dict(system=name, batch=batch, sentences=len(texts),
-                 sentences_per_s=[len(texts) / t for t in times],
-                 median=float(np.median([len(texts) / t for t in times])))
-            for name, times in seconds.items()]  # fmt: skip
+            outputs[name] = out
+    rows = []
+    for name, times in seconds.items():
+        row = dict(system=name, batch=batch, sentences=len(texts),
+                   sentences_per_s=[len(texts) / t for t in times],
+                   median=float(np.median([len(texts) / t for t in times])))  # fmt: skip
+        if count_pieces is not None:
+            texts_out = [t.decode() if isinstance(t, bytes) else str(t) for t in outputs[name]]
+            row["output_pieces"] = count_pieces(texts_out)
+            row["output_pieces_per_s"] = row["output_pieces"] * row["median"] / len(texts)
+        rows.append(row)
+    return rows
 
 
 def profile_rows(model, tokenizer, search: SearchOptions, sentences: dict, rounds: int) -> list:
@@ -282,7 +295,10 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
             spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)
             systems.update(ctranslate2_systems(model, spm, search))
         if args.throughput:
-            rows = throughput_rows(systems, texts[: args.sentences], args.throughput, args.rounds)
+            rows = throughput_rows(
+                systems, texts[: args.sentences], args.throughput, args.rounds,
+                lambda out: int(tokenizer.tokenize(tf.constant(out)).row_lengths().numpy().sum()),
+            )  # fmt: skip
         else:
             rows = latency_rows(systems, sentences, args.rounds)
         if "_server" in systems:
@@ -292,10 +308,18 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         )
     if args.throughput:
         base = next((r["median"] for r in rows if r["system"] == "CTranslate2 float32"), None)
-        print("| system | batch | sentences/s | vs CTranslate2 float32 |\n|---|---:|---:|---:|")
+        pieces = next((r["output_pieces_per_s"] for r in rows
+                       if r["system"] == "CTranslate2 float32"), None)  # fmt: skip
+        print("| system | batch | sentences/s | vs CTranslate2 float32 | output pieces | "
+              "output pieces/s | vs CTranslate2 float32 |")  # fmt: skip
+        print("|---|---:|---:|---:|---:|---:|---:|")
         for r in rows:
             ratio = f"{r['median'] / base:.2f}x" if base else "-"
-            print(f"| {r['system']} | {r['batch']} | {r['median']:.2f} | {ratio} |")
+            per_piece = f"{r['output_pieces_per_s'] / pieces:.2f}x" if pieces else "-"
+            print(
+                f"| {r['system']} | {r['batch']} | {r['median']:.2f} | {ratio} | "
+                f"{r['output_pieces']} | {r['output_pieces_per_s']:.1f} | {per_piece} |"
+            )
     else:
         print_latency(rows)
     if profile:

@@ -24,3 +24,20 @@ def test_percentiles_are_numpy_s_in_milliseconds():
     got = percentiles(times)
     assert got["p50_ms"] == 1e3 * np.percentile(times, 50) == 30.0
     np.testing.assert_allclose(got["p90_ms"], 1e3 * np.percentile(times, 90))
+
+
+def test_throughput_rows_count_each_systems_own_output_pieces():
+    from benchmarks.latency_benchmark import throughput_rows
+
+    systems = {  # two fake systems: one answers in bytes (a tensor's), one in str, of 1 and 2 words
+        "short": lambda texts: [b"a" for _ in texts],
+        "long": lambda texts: ["a b" for _ in texts],
+        "_server": None,  # not a system
+    }
+    rows = throughput_rows(systems, ["x"] * 5, batch=2, rounds=2, count_pieces=lambda out: sum(
+        _words(t) for t in out))  # fmt: skip
+    by = {row["system"]: row for row in rows}
+    assert set(by) == {"short", "long"}
+    assert (by["short"]["output_pieces"], by["long"]["output_pieces"]) == (5, 10)
+    for row in rows:
+        assert row["output_pieces_per_s"] == row["output_pieces"] * row["median"] / 5
