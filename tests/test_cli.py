@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from keras_transformer.cli import (
+    align_corpus,
     average_checkpoints,
     client,
     evaluate,
     export,
     plot_attention,
+    prepare_data,
     translate,
     verify_export,
 )
@@ -26,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
     "evaluate": evaluate, "translate": translate, "plot-attention": plot_attention,
     "average-checkpoints": average_checkpoints, "export": export,
-    "verify-export": verify_export, "client": client,
+    "verify-export": verify_export, "client": client, "align-corpus": align_corpus,
+    "prepare-data": prepare_data,
 }  # fmt: skip
 # Start-up lines of TensorFlow's C++ runtime that must not reach a user's terminal.
 START_UP_LINES = ("cpu_feature_guard", "cudart_stub", "absl::InitializeLog", "oneDNN", "cuInit")
