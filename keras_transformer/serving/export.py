@@ -309,9 +309,11 @@ def make_translator(
     jit_compile=False,
     documents: DocumentOptions | None = None,
     pad_kernels: bool | None = None,
+    alignment=None,
 ):
     """The `keras_transformer.decoding.Translator` the export serves (whole inputs split into
-    sentences as `documents` says; default `DocumentOptions()`; `pad_kernels` as `Translator`'s).
+    sentences as `documents` says; default `DocumentOptions()`; `pad_kernels` and `alignment`
+    as `Translator`'s).
 
     With `jit_compile` the numeric search runs XLA-compiled on fixed-size buffers
     (`padded_decode`); tokenization and detokenization stay outside the compiled function.
@@ -323,7 +325,7 @@ def make_translator(
         search = search.replace(padded_decode=True)
     return Translator(
         model, tokenizer, search, jit_compile=jit_compile, documents=documents,
-        pad_kernels=pad_kernels,
+        pad_kernels=pad_kernels, alignment=alignment,
     )  # fmt: skip
 
 
@@ -518,8 +520,10 @@ def export_savedmodel(
     # float32 whatever the process's policy (the training pipeline exports in the process
     # that may have trained in mixed precision): load_trained builds under its own dtype.
     model, _, tokenizer = artifacts.load_trained(model_dir, weights, dtype=dtype)
-    translator = make_translator(model, tokenizer, search, jit_compile, documents, pad_kernels)
-    translator.alignment = artifacts.run_alignment(model_dir)  # the guided head, if trained
+    alignment = artifacts.run_alignment(model_dir)  # the guided head where the run trained one
+    translator = make_translator(
+        model, tokenizer, search, jit_compile, documents, pad_kernels, alignment
+    )
     guided = guided and not jit_compile
     module = TranslationModule(translator, model, tokenizer, n_best, guided=guided)
     info = export_info(translator, dtype)
