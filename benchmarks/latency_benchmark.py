@@ -22,8 +22,10 @@ joined where the split has too few long ones). Each request is one sentence:
 64 through each system (the issue-54 comparison of the float32 and bfloat16 exports with
 CTranslate2; `--untrained base` for base size, whose random weights run every search to its
 length limit). Systems alternate within each round. `--profile` splits our in-process request
-into string work (tokenize, split, detokenize, join), the encoder, and the search steps (each
-step's share too), from the same `Translator` timed in parts. Results: Markdown on stdout, JSON
+into string work (tokenize, split, detokenize, join), the encoder, and the search steps (loop
+steps counted, each one's share too), from the same `Translator` timed in parts (with `--xla`
+the XLA one as well). `--stop-lookahead limit next` runs each of our systems with both early
+stopping rules (`SearchOptions.stop_lookahead`: "next" stops about where CTranslate2 does). Results: Markdown on stdout, JSON
 with machine, versions and command in `--output`.
 """
 
@@ -48,10 +50,11 @@ from benchmarks.serving_benchmark import (  # noqa: E402
     model_dir_for,
 )
 from keras_transformer import artifacts  # noqa: E402
-from keras_transformer.config import SearchOptions  # noqa: E402
+from keras_transformer.config import STOP_LOOKAHEADS, SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
 
 LENGTHS = (5, 20, 50)  # source pieces of the three request sizes
+STOP_NAMES = {"limit": "", "next": ", next-step stop"}  # system name tails by stop_lookahead
 
 
 def pick_sentences(texts: list[str], count_pieces, target: int, per_length: int) -> list[str]:
@@ -120,15 +123,21 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
     from keras_transformer.serving import client
     from keras_transformer.serving.export import export_savedmodel
 
-    exports = {"ours float32": export_savedmodel(model_dir, workdir, "f32", 1, search=search)}
-    if args.xla:
-        exports["ours float32 XLA"] = export_savedmodel(
-            model_dir, workdir, "xla", 1, search=search, jit_compile=True
+    exports = {}
+    for lookahead in args.stop_lookahead:
+        options, tail = search.replace(stop_lookahead=lookahead), STOP_NAMES[lookahead]
+        exports[f"ours float32{tail}"] = export_savedmodel(
+            model_dir, workdir, f"f32{lookahead}", 1, search=options
         )
-    if args.bfloat16:
-        exports["ours bfloat16"] = export_savedmodel(
-            model_dir, workdir, "bf16", 1, search=search, dtype="bfloat16"
-        )
+        if args.xla:
+            exports[f"ours float32 XLA{tail}"] = export_savedmodel(
+                model_dir, workdir, f"xla{lookahead}", 1, search=options, jit_compile=True
+            )
+        if args.bfloat16:
+            exports[f"ours bfloat16{tail}"] = export_savedmodel(
+                model_dir, workdir, f"bf16{lookahead}", 1, search=options, dtype="bfloat16"
+            )
+    plain = f"ours float32{STOP_NAMES[args.stop_lookahead[0]]}"
     systems = {}
     for name, path in exports.items():
         signature = tf.saved_model.load(path).signatures["serving_default"]
@@ -136,10 +145,10 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
     if args.grpc:
         from keras_transformer.testing.serving_double import SavedModelPredictionService, serve_grpc
 
-        service = SavedModelPredictionService(exports["ours float32"], model_name="f32")
+        service = SavedModelPredictionService(exports[plain], model_name="f32")
         server, port = serve_grpc(service)
         address = f"127.0.0.1:{port}"
-        systems["ours float32, gRPC"] = lambda texts: client.predict_grpc(
+        systems[f"{plain}, gRPC"] = lambda texts: client.predict_grpc(
             address, texts, model_name="f32"
         )
         systems["_server"] = server
@@ -197,44 +206,55 @@ def throughput_rows(
     return rows
 
 
-def profile_rows(model, tokenizer, search: SearchOptions, sentences: dict, rounds: int) -> list:
+def profile_rows(
+    model, tokenizer, search: SearchOptions, sentences: dict, rounds: int, jit_compile=False
+) -> list:
     """Our in-process request timed in parts (median ms): the whole translation, its search
     (ids in, ids out), the encoder alone; string work = whole - search; steps = search -
-    encoder, and per step over the mean output length."""
+    encoder, per loop step too. `jit_compile`: the XLA translator of the `--jit-compile`
+    export (fixed buffers, sources padded to its width buckets). Loop steps come from the
+    growing search's ids (one column a step; the XLA search stops at the same step)."""
     from keras_transformer.decoding import Translator
+    from keras_transformer.decoding.translator import XLA_WIDTH_MULTIPLE, pad_width
 
     config = model.config
-    translator = Translator(model, tokenizer, search)
+    options = search.replace(padded_decode=jit_compile)
+    translator = Translator(model, tokenizer, options, jit_compile=jit_compile)
     whole = tf.function(translator.translate_tensors,
                         input_signature=[tf.TensorSpec([None], tf.string)])  # fmt: skip
     search_fn = translator.search_function(1)
+    counter = Translator(model, tokenizer, search.replace(padded_decode=False)).search_function(1)
     encode = tf.function(lambda ids: model.encode(ids),
                          input_signature=[tf.TensorSpec([None, None], tf.int32)])  # fmt: skip
     rows = []
     for length, texts in sentences.items():
         parts = {"whole": [], "search": [], "encoder": []}
-        out_lengths = []
         ids = [tokenizer.encode_source(tf.constant([t]), config.max_length).to_tensor()
                for t in texts]  # fmt: skip
+        if jit_compile:
+            ids = [pad_width(source, XLA_WIDTH_MULTIPLE) for source in ids]
+        out_lengths, loop_steps = [], []
         for text, source in zip(texts, ids):  # warm-up (traces each new length once)
             whole(tf.constant([text]))
             search_fn(source)
             encode(source)
+            found = counter(source)[0]  # (1, 1, steps + 1)
+            loop_steps.append(int(found.shape[-1]) - 1)
+            out_lengths.append(int(tf.reduce_sum(tf.cast(found[0, 0, 1:] > 0, tf.int32))))
         for _ in range(rounds):
             for text, source in zip(texts, ids):
                 for name, call, arg in (("whole", whole, tf.constant([text])),
                                         ("search", search_fn, source),
                                         ("encoder", encode, source)):  # fmt: skip
                     start = time.perf_counter()
-                    result = call(arg)
+                    call(arg)
                     parts[name].append(time.perf_counter() - start)
-                    if name == "search":
-                        out_lengths.append(int(tf.reduce_sum(tf.cast(result[0] > 0, tf.int32))))
         ms = {name: 1e3 * float(np.median(t)) for name, t in parts.items()}
-        steps = float(np.mean(out_lengths))
-        rows.append(dict(length=length, whole_ms=ms["whole"], string_ms=ms["whole"] - ms["search"],
+        steps = float(np.mean(loop_steps))
+        rows.append(dict(length=length, xla=jit_compile, stop_lookahead=search.stop_lookahead,
+                         whole_ms=ms["whole"], string_ms=ms["whole"] - ms["search"],
                          encoder_ms=ms["encoder"], steps_ms=ms["search"] - ms["encoder"],
-                         output_pieces=steps,
+                         loop_steps=steps, output_pieces=float(np.mean(out_lengths)),
                          per_step_ms=(ms["search"] - ms["encoder"]) / max(steps, 1.0)))  # fmt: skip
     return rows
 
@@ -250,13 +270,14 @@ def print_latency(rows: list[dict]) -> None:
 
 
 def print_profile(rows: list[dict]) -> None:
-    print("\n| source pieces | whole ms | string work | encoder | search steps | output pieces "
-          "| ms per step |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| search | source pieces | whole ms | string work | encoder | search steps | "
+          "loop steps | output pieces | ms per loop step |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| ~{r['length']} | {r['whole_ms']:.1f} | {r['string_ms']:.1f} | "
-              f"{r['encoder_ms']:.1f} | {r['steps_ms']:.1f} | {r['output_pieces']:.1f} | "
-              f"{r['per_step_ms']:.2f} |")  # fmt: skip
+        kind = ("XLA" if r["xla"] else "growing") + STOP_NAMES[r["stop_lookahead"]]
+        print(f"| {kind} | ~{r['length']} | {r['whole_ms']:.1f} | {r['string_ms']:.1f} | "
+              f"{r['encoder_ms']:.1f} | {r['steps_ms']:.1f} | {r['loop_steps']:.1f} | "
+              f"{r['output_pieces']:.1f} | {r['per_step_ms']:.2f} |")  # fmt: skip
 
 
 def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> int:
@@ -269,6 +290,11 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     parser.add_argument(
         "--xla", action="store_true", help="also the XLA export (--jit-compile: fixed buffers)"
     )
+    parser.add_argument(
+        "--stop-lookahead", nargs="+", choices=STOP_LOOKAHEADS, default=["limit"],
+        help="our searches' early stopping, one system (and profile) each: limit (exact, the "
+        "default) and/or next (one step ahead, like CTranslate2's top-beam exit)",
+    )  # fmt: skip
     parser.add_argument("--no-peers", action="store_true", help="without CTranslate2")
     parser.add_argument("--profile", action="store_true", help="split our request's time")
     parser.add_argument(
@@ -303,9 +329,11 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
             rows = latency_rows(systems, sentences, args.rounds)
         if "_server" in systems:
             systems["_server"].stop(grace=None)
-        profile = (
-            profile_rows(model, tokenizer, search, sentences, args.rounds) if args.profile else []
-        )
+        profile = []
+        for lookahead in args.stop_lookahead if args.profile else ():
+            for jit in (False, True) if args.xla else (False,):
+                options = search.replace(stop_lookahead=lookahead)
+                profile += profile_rows(model, tokenizer, options, sentences, args.rounds, jit)
     if args.throughput:
         base = next((r["median"] for r in rows if r["system"] == "CTranslate2 float32"), None)
         pieces = next((r["output_pieces_per_s"] for r in rows

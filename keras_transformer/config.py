@@ -225,6 +225,9 @@ def train_minutes_for(model: str, train_minutes: float | None = None) -> float:
     return QUICK_TRAIN_MINUTES if model == "quick" else 0.0
 
 
+STOP_LOOKAHEADS = ("limit", "next")  # SearchOptions.stop_lookahead
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """How to decode: the paper's inference settings (section 6.1) are the defaults, written
@@ -240,8 +243,11 @@ class SearchOptions:
             tokens (paper: 50).
         n_best: hypotheses returned per source, best first (at most beam_size).
         padded_decode: fixed-size decoding buffers (static shapes, for XLA).
-        stop_early: stop once no live beam can beat the kept finished hypotheses (never
-            changes the result).
+        stop_early: stop once no live beam can beat the kept finished hypotheses.
+        stop_lookahead: how far ahead `stop_early` looks for a live beam that could still win:
+            "limit" (any length up to its limit: never changes the result; tensor2tensor's
+            rule) or "next" (only if it ended at the next step: Hugging Face's heuristic, close
+            to CTranslate2's top-beam exit; fewer steps, may rarely change a result).
     """
 
     beam_size: int = 4
@@ -250,9 +256,11 @@ class SearchOptions:
     n_best: int = 1
     padded_decode: bool = False
     stop_early: bool = True
+    stop_lookahead: str = "limit"
 
     def __post_init__(self) -> None:
         check_int("beam_size", self.beam_size)
+        check_choice("stop_lookahead", self.stop_lookahead, STOP_LOOKAHEADS)
         check_int("n_best", self.n_best)
         if self.n_best > self.beam_size:
             raise ValueError(

@@ -18,11 +18,14 @@ def exhaustive(table, item, limit, alpha, eos):
     return sorted(table.hypotheses(item, limit, alpha, eos), key=lambda r: -r[0])
 
 
-def run_search(table, batch, beam, alpha, eos, limits, n_best, mode, stop_early=True):
+def run_search(
+    table, batch, beam, alpha, eos, limits, n_best, mode, stop_early=True, lookahead="limit"
+):
     padded = mode in ("padded", "xla")
 
     def search():
-        options = SearchOptions(beam_size=beam, alpha=alpha, n_best=n_best, stop_early=stop_early)
+        options = SearchOptions(beam_size=beam, alpha=alpha, n_best=n_best, stop_early=stop_early,
+                                stop_lookahead=lookahead)  # fmt: skip
         step = row_step(table.fn(padded), table.initial_cache(batch, padded), (), beam, padded)
         return decode(
             BeamSearch(table.vocab, options), step, tf.fill([batch], BOS), table.max_len,
@@ -141,6 +144,74 @@ def test_early_stopping_waits_for_a_longer_hypothesis_the_penalty_favours(stop_e
     assert scores.numpy()[0, 0] > np.log(0.6)
 
 
+@pytest.mark.parametrize("mode", ["graph", "padded"])
+def test_next_step_stop_is_the_exact_rule_without_length_penalty(mode):
+    # With alpha = 0 every length has penalty 1: looking one step ahead bounds a live beam as
+    # well as looking to its limit, so both rules stop at the same step with the same results.
+    vocab, max_len, batch, beam = 8, 12, 4, 3
+    table = Table(seed=11, batch=batch, vocab=vocab, max_len=max_len)
+    table.by_last[..., vocab - 1] += 3.0  # EOS likely: items stop early
+    limits = [max_len, 10, 6, max_len]
+    exact, next_step = [
+        run_search(table, batch, beam, 0.0, vocab - 1, limits, 2, mode, lookahead=lookahead)
+        for lookahead in ("limit", "next")
+    ]
+    assert exact[0].shape == next_step[0].shape  # graph: the same number of steps ran
+    np.testing.assert_array_equal(exact[0], next_step[0])
+    np.testing.assert_allclose(exact[1], next_step[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["graph", "padded"])
+def test_next_step_stop_never_runs_longer_and_keeps_finished_scores_exact(mode):
+    vocab, max_len, batch, beam = 8, 12, 4, 3
+    table = Table(seed=5, batch=batch, vocab=vocab, max_len=max_len)
+    table.by_last[..., vocab - 1] += 2.0
+    limits = [max_len] * batch
+    exact, next_step = [
+        run_search(table, batch, beam, 1.2, vocab - 1, limits, 1, mode, lookahead=lookahead)
+        for lookahead in ("limit", "next")
+    ]
+    if mode == "graph":
+        assert next_step[0].shape[2] <= exact[0].shape[2]
+    for item in range(batch):  # whatever it returns is scored exactly, and never beats exact
+        tokens = strip(next_step[0][item, 0], vocab - 1)
+        prefix, log_p = [BOS], 0.0
+        for token in tokens:
+            log_p += table.log_probs(item, prefix)[token]
+            prefix.append(token)
+        lp = length_penalty(len(tokens), 1.2).numpy()
+        np.testing.assert_allclose(next_step[1][item, 0], log_p / lp, rtol=1e-5)
+        assert next_step[1][item, 0] <= exact[1][item, 0] + 1e-6
+
+
+def test_next_step_stop_does_not_wait_for_a_longer_hypothesis():
+    # The case above: after step 0 [EOS] scores log 0.6 = -0.51 / lp(1) = 1, and the live beam
+    # (log 0.4 = -0.92) could reach -0.92 / lp(2) = -0.67 by ending at the next step: worse,
+    # so "next" stops there; "limit" goes on and finds [0] * 8 + [EOS] (-0.17).
+    probs = np.full((12, 3), 0.0005)
+    probs[0] = [0.4, 1e-6, 0.6]
+    probs[1:8, 0] = 0.999
+    probs[8, 2] = 0.999
+    probs[9:] = 1.0 / 3
+    probs /= probs.sum(1, keepdims=True)
+    log_probs = tf.constant(np.log(probs), tf.float32)
+
+    def fn(ids, step):
+        return tf.tile(log_probs[step][None], [tf.shape(ids)[0], 1])
+
+    loop = LoopOptions(eos_id=2, pad_id=PAD)
+    found = {}
+    for lookahead in ("limit", "next"):
+        options = SearchOptions(beam_size=1, alpha=2.0, stop_lookahead=lookahead)
+        found[lookahead] = decode(
+            BeamSearch(3, options), stateless_step(fn), tf.constant([BOS]), 12, loop
+        )
+    ids, scores = found["next"]
+    assert ids.numpy().tolist() == [[[BOS, 2]]]  # one step ran
+    np.testing.assert_allclose(scores.numpy(), [[np.log(probs[0, 2])]], rtol=1e-5)
+    assert strip(found["limit"][0].numpy()[0, 0], 2) == [0] * 8 + [2]
+
+
 def test_scores_are_sorted_and_lengths_penalized():
     vocab, max_len, batch, beam = 6, 6, 2, 4
     table = Table(seed=3, batch=batch, vocab=vocab, max_len=max_len)
@@ -162,6 +233,8 @@ def test_rejects_bad_arguments():
         BeamSearch(4, SearchOptions(beam_size=0))
     with pytest.raises(ValueError, match="n_best"):
         BeamSearch(4, SearchOptions(beam_size=2, n_best=3))
+    with pytest.raises(ValueError, match="stop_lookahead.*'soon'"):
+        SearchOptions(stop_lookahead="soon")
     with pytest.raises(ValueError, match="vocab_size=1"):
         BeamSearch(1)
     with pytest.raises(ValueError, match="top_k_block=0"):

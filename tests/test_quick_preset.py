@@ -103,6 +103,9 @@ def test_commands_default_to_the_alpha_of_the_run_they_load(tmp_path, run, expec
     assert common.search_options(args).alpha == expected
     given = parser.parse_args(["--model-dir", str(tmp_path), "--alpha", "0.25"])
     assert common.search_options(given).alpha == 0.25
+    assert common.search_options(given).stop_lookahead == "limit"
+    given = parser.parse_args(["--model-dir", str(tmp_path), "--stop-lookahead", "next"])
+    assert common.search_options(given).stop_lookahead == "next"
 
 
 def test_train_command_exports_with_the_evaluated_search(monkeypatch):

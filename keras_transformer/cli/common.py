@@ -23,7 +23,13 @@ import typing
 from collections.abc import Callable, Sequence
 
 from keras_transformer import logging_utils, malloc, onednn
-from keras_transformer.config import OVERLONG, QUICK_EVAL_ALPHA, DocumentOptions, SearchOptions
+from keras_transformer.config import (
+    OVERLONG,
+    QUICK_EVAL_ALPHA,
+    STOP_LOOKAHEADS,
+    DocumentOptions,
+    SearchOptions,
+)
 from keras_transformer.constants import INFERENCE_DTYPES
 from keras_transformer.training.errors import PreemptedError, exit_status
 
@@ -81,8 +87,9 @@ def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--beam-size`, `--alpha`, `--max-extra-length`, defaulting to `SearchOptions()` (the
-    paper's inference settings) except `--alpha`: the run's (`artifacts.run_eval_alpha`);
+    """`--beam-size`, `--alpha`, `--max-extra-length`, `--stop-lookahead`, defaulting to
+    `SearchOptions()` (the paper's inference settings) except `--alpha`: the run's
+    (`artifacts.run_eval_alpha`);
     `search_options(args)` turns them back into one."""
     defaults = SearchOptions()
     parser.add_argument(
@@ -105,6 +112,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.max_extra_length,
         help="output tokens allowed beyond the source length (default: %(default)s)",
     )
+    parser.add_argument(
+        "--stop-lookahead",
+        choices=STOP_LOOKAHEADS,
+        default=defaults.stop_lookahead,
+        help="early stopping: 'limit' stops once no live beam could win at any length up to "
+        "its limit (exact); 'next' once none could win by ending at the next step (fewer "
+        "steps, a rare result may change) (default: %(default)s)",
+    )
 
 
 def search_options(args: argparse.Namespace, **changes) -> SearchOptions:
@@ -115,7 +130,8 @@ def search_options(args: argparse.Namespace, **changes) -> SearchOptions:
         from keras_transformer import artifacts
 
         alpha = artifacts.run_eval_alpha(args.model_dir)
-    values = dict(beam_size=args.beam_size, alpha=alpha, max_extra_length=args.max_extra_length)
+    values = dict(beam_size=args.beam_size, alpha=alpha, max_extra_length=args.max_extra_length,
+                  stop_lookahead=args.stop_lookahead)  # fmt: skip
     return SearchOptions(**{**values, **changes})
 
 

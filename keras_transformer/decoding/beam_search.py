@@ -28,7 +28,9 @@ best score any live beam could still reach (its log-probability can only fall, a
 alpha >= 0 its penalty is at most `lp(max length)`), so early stopping never changes the
 returned hypotheses. An item is done (`item_done`: the loop may drop its rows) once its
 `n_best` hypotheses are settled: it reached its limit, or with `stop_early` no live beam can
-beat them.
+beat them. `SearchOptions(stop_lookahead="next")` looks only one step ahead instead (a live
+beam's score if it ended at the next step; Hugging Face's default heuristic, near CTranslate2's
+top-beam exit): fewer steps, and a rare result may change (`best_penalty`).
 
 Beam size 1 with alpha = 0 is greedy decoding: EOS finishes a hypothesis only as the argmax,
 and the live beam (the runner-up) cannot beat it afterwards. With alpha > 0 a longer
@@ -62,6 +64,17 @@ class BeamState(NamedTuple):
 def length_penalty(length, alpha: float) -> tf.Tensor:
     """GNMT length penalty `((5 + length) / 6) ** alpha`, float32."""
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def best_penalty(step, limits, alpha: float, lookahead: str = "limit") -> tf.Tensor:
+    """The length penalty that gives a live beam after `step` tokens its best reachable
+    score `log P / lp`, float32 like `limits` `(active,)`: its log-probability can only fall,
+    so for alpha >= 0 the largest lp ahead, `lp(limit)` ("limit": an exact bound) or
+    `lp(step + 1)` ("next": only if it ended at the next step, a heuristic); for alpha < 0
+    the nearest, `lp(step + 1)`."""
+    if alpha >= 0 and lookahead == "limit":
+        return length_penalty(limits, alpha)
+    return length_penalty(tf.fill(tf.shape(limits), step + 1), alpha)
 
 
 def top_k_rows(values, k: int, block: int | None = None) -> tuple[tf.Tensor, tf.Tensor]:
@@ -130,6 +143,7 @@ class BeamSearch(Strategy):
         self.top_k_block = check_int("top_k_block", top_k_block)
         self.beam_size, self.alpha = search.beam_size, search.alpha
         self.n_best, self.stop_early = search.n_best, search.stop_early
+        self.stop_lookahead = search.stop_lookahead
         self.rows_per_item = self.beam_size
 
     def result_shapes(self) -> tuple[list[int], list[int]]:
@@ -209,14 +223,13 @@ class BeamSearch(Strategy):
 
     def item_done(self, state: BeamState, step, limits) -> tf.Tensor:
         """bool `(active,)`: the item reached its limit or (with stop_early) cannot improve
-        its `n_best` hypotheses any more (then later steps never change them)."""
+        its `n_best` hypotheses any more (with `stop_lookahead="limit"` later steps never
+        change them; "next" looks one step ahead only)."""
         done = step >= limits  # (active,)
         if self.stop_early:
-            if self.alpha >= 0:
-                best_penalty = length_penalty(limits, self.alpha)  # largest lp ahead
-            else:
-                best_penalty = length_penalty(step + 1, self.alpha)
-            best_alive = state.alive_log_probs[:, 0] / best_penalty  # (active,)
+            best_alive = state.alive_log_probs[:, 0] / best_penalty(
+                step, limits, self.alpha, self.stop_lookahead
+            )  # (active,)
             worst_kept = state.finished_scores[:, self.n_best - 1]  # (active,)
             done = done | (worst_kept > best_alive)
         return done

@@ -40,7 +40,12 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer.config import SearchOptions
-from keras_transformer.decoding.beam_search import BeamSearch, length_penalty, top_k_rows
+from keras_transformer.decoding.beam_search import (
+    BeamSearch,
+    best_penalty,
+    length_penalty,
+    top_k_rows,
+)
 from keras_transformer.decoding.loop import NEG_INF, LoopOptions, StepContext
 from keras_transformer.decoding.prefill import Prefill
 
@@ -410,7 +415,7 @@ class GuidedBeamSearch(BeamSearch):
         kept hypotheses, which meet every constraint."""
         done = step >= limits
         if self.stop_early:
-            penalty = length_penalty(limits if self.alpha >= 0 else step + 1, self.alpha)
+            penalty = best_penalty(step, limits, self.alpha, self.stop_lookahead)
             best_alive = tf.reduce_max(state.alive_log_probs, axis=1) / penalty
             worst = self.n_best - 1
             beaten = state.finished_scores[:, worst] > best_alive
