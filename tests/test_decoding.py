@@ -277,6 +277,7 @@ def test_translator_strings_batches_and_export_signature(model_dir, caplog):
     padded = SearchOptions(max_extra_length=6, padded_decode=True)
     xla = Translator(model, tokenizer, padded, jit_compile=True)
     assert xla(texts[:2]) == outputs[:2]
+    assert xla(texts[:3]) == outputs[:3]  # 3 sentences, searched as 4 rows (pad_rows)
 
 
 def test_keras_file_round_trip_decodes_without_config(model, config, tmp_path):
@@ -363,6 +364,18 @@ def test_sample_tensors_checks_values_and_served_tensors(sampler):
     assert served(tf.constant(SAMPLE_TEXTS), 0.7)["translations"].shape == [4]
     with pytest.raises(tf.errors.InvalidArgumentError, match="temperature must be > 0"):
         served(tf.constant(SAMPLE_TEXTS), 0.0)
+
+
+def test_pad_rows_appends_copies_of_the_first_row_up_to_a_power_of_two():
+    from keras_transformer.decoding.translator import pad_rows
+
+    for batch, want in ((0, 0), (1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (9, 16), (64, 64)):
+        ids = tf.reshape(tf.range(batch * 3, dtype=tf.int32), [batch, 3])
+        got = pad_rows(ids).numpy()
+        assert got.shape == (want, 3), (batch, got.shape)
+        np.testing.assert_array_equal(got[:batch], ids.numpy())
+        np.testing.assert_array_equal(got[batch:], np.tile(ids.numpy()[:1], [want - batch, 1]))
+    assert pad_rows(tf.zeros([1000, 2], tf.int32)).shape[0] == 1024
 
 
 def test_pad_width_pads_columns_to_the_multiple_with_pad_ids():

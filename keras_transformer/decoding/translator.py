@@ -110,9 +110,11 @@ def decode_sources(
     return decode(strategy, step, bos_ids, max_len, loop, max_lengths=limits)
 
 
-# Under XLA (`jit_compile`) every new source width compiles the search again (seconds): the
-# translator pads the width to a multiple of this, so at most max_length / 16 widths compile.
-# Padding is inert (encoder masks, per-sentence length limits): the outputs do not change.
+# Under XLA (`jit_compile`) every new source shape compiles the search again (seconds): the
+# translator pads the width to a multiple of this and the batch to a power of two (copies of
+# its first row, which finish when it does), so at most max_length / 16 widths times
+# log2(batch) batch sizes compile. Padding is inert (encoder masks, per-sentence length
+# limits, the copies' outputs dropped): the outputs do not change.
 XLA_WIDTH_MULTIPLE = 16
 
 
@@ -124,6 +126,17 @@ def pad_width(source_ids, multiple: int) -> tf.Tensor:
     width = tf.shape(source_ids)[1]
     extra = (multiple - width % multiple) % multiple
     return tf.pad(source_ids, [[0, 0], [0, extra]], constant_values=PAD_ID)
+
+
+def pad_rows(source_ids) -> tf.Tensor:
+    """Int32 source ids `(batch, src_len)` with copies of the first row appended up to the
+    next power of two rows -> `(2 ** ceil(log2(batch)), src_len)`; no rows stay none."""
+    batch = tf.shape(source_ids)[0]
+    target = batch - 1  # the next power of two at or above batch, in integer ops
+    for shift in (1, 2, 4, 8, 16):
+        target = tf.bitwise.bitwise_or(target, tf.bitwise.right_shift(target, shift))
+    copies = tf.repeat(source_ids[:1], target + 1 - batch, axis=0)  # (target + 1 - batch, len)
+    return tf.concat([source_ids, copies], axis=0)
 
 
 def search_ids(
@@ -332,6 +345,15 @@ class Translator(tf.Module):
         """`source` padded to `XLA_WIDTH_MULTIPLE` columns under XLA, else as it is."""
         return pad_width(source, XLA_WIDTH_MULTIPLE) if self.jit_compile else source
 
+    def _xla_search(self, search, source) -> tuple[tf.Tensor, tf.Tensor]:
+        """`search(source)`; under XLA on the source padded to its width and batch buckets,
+        the padding rows' results dropped: `(ids (batch, ...), scores (batch, ...))`."""
+        if not self.jit_compile:
+            return search(source)
+        batch = tf.shape(source)[0]
+        ids, scores = search(pad_rows(pad_width(source, XLA_WIDTH_MULTIPLE)))
+        return ids[:batch], scores[:batch]
+
     def _warn_if_truncating(self, text) -> None:
         """Eagerly, once: warn that some inputs will be cut (`overlong="truncate"` only)."""
         if self._warned or self.documents.overlong != "truncate" or not tf.executing_eagerly():
@@ -369,7 +391,7 @@ class Translator(tf.Module):
         search = self.search_function(n_best)
 
         def run(source, _):
-            ids, scores = search(self._xla_width(source))  # (b, n_best, len), (b, n_best)
+            ids, scores = self._xla_search(search, source)  # (b, n_best, len), (b, n_best)
             shape = tf.shape(ids)
             flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # -> (b * n_best, len)
             texts = tf.reshape(self.tokenizer.detokenize(flat), shape[:2])  # -> (b, n_best)
