@@ -25,8 +25,8 @@ length limit). Systems alternate within each round. `--profile` splits our in-pr
 into string work (tokenize, split, detokenize, join), the encoder, and the search steps (loop
 steps counted, each one's share too), from the same `Translator` timed in parts (with `--xla`
 the XLA one as well). `--stop-lookahead limit next` runs each of our systems with both early
-stopping rules (`SearchOptions.stop_lookahead`: "next" stops about where CTranslate2 does). Results: Markdown on stdout, JSON
-with machine, versions and command in `--output`.
+stopping rules (`SearchOptions.stop_lookahead`: "next" stops about where CTranslate2 does).
+Results: Markdown on stdout, JSON with machine, versions and command in `--output`.
 """
 
 from __future__ import annotations
