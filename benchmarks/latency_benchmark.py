@@ -223,7 +223,11 @@ def profile_rows(
     whole = tf.function(translator.translate_tensors,
                         input_signature=[tf.TensorSpec([None], tf.string)])  # fmt: skip
     search_fn = translator.search_function(1)
-    counter = Translator(model, tokenizer, search.replace(padded_decode=False)).search_function(1)
+    counter = (  # the growing search, whose ids show its steps
+        Translator(model, tokenizer, search.replace(padded_decode=False)).search_function(1)
+        if jit_compile
+        else search_fn
+    )
     encode = tf.function(lambda ids: model.encode(ids),
                          input_signature=[tf.TensorSpec([None, None], tf.int32)])  # fmt: skip
     rows = []

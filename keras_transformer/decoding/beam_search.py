@@ -68,13 +68,13 @@ def length_penalty(length, alpha: float) -> tf.Tensor:
 
 def best_penalty(step, limits, alpha: float, lookahead: str = "limit") -> tf.Tensor:
     """The length penalty that gives a live beam after `step` tokens its best reachable
-    score `log P / lp`, float32 like `limits` `(active,)`: its log-probability can only fall,
-    so for alpha >= 0 the largest lp ahead, `lp(limit)` ("limit": an exact bound) or
-    `lp(step + 1)` ("next": only if it ended at the next step, a heuristic); for alpha < 0
-    the nearest, `lp(step + 1)`."""
+    score `log P / lp`, float32, `(active,)` like `limits` or a scalar (both divide the
+    `(active,)` log-probabilities): its log-probability can only fall, so for alpha >= 0 the
+    largest lp ahead, `lp(limit)` ("limit": an exact bound) or `lp(step + 1)` ("next": only
+    if it ended at the next step, a heuristic); for alpha < 0 the nearest, `lp(step + 1)`."""
     if alpha >= 0 and lookahead == "limit":
         return length_penalty(limits, alpha)
-    return length_penalty(tf.fill(tf.shape(limits), step + 1), alpha)
+    return length_penalty(step + 1, alpha)
 
 
 def top_k_rows(values, k: int, block: int | None = None) -> tuple[tf.Tensor, tf.Tensor]:

@@ -351,7 +351,7 @@ class Translator(tf.Module):
         if not self.jit_compile:
             return search(source)
         batch = tf.shape(source)[0]
-        ids, scores = search(pad_rows(pad_width(source, XLA_WIDTH_MULTIPLE)))
+        ids, scores = search(pad_rows(self._xla_width(source)))
         return ids[:batch], scores[:batch]
 
     def _warn_if_truncating(self, text) -> None:
