@@ -58,6 +58,21 @@ def test_cut_lengths_matches_python_reference(limit):
         assert sum(lengths) == len(row) and max(lengths) <= limit
 
 
+def test_cut_lengths_without_long_rows_skips_the_loop_with_the_same_chunks():
+    # No row over the limit takes the fast branch; a batch with one long row takes the loop:
+    # both give the reference's chunks, eagerly and traced, and no rows give none.
+    rng = np.random.default_rng(0)
+    table = rng.integers(0, 2, (20, 2)).astype(np.int32)
+    short = [rng.integers(1, 20, n).tolist() for n in [0, 1, 4, 8]]
+    traced = tf.function(lambda pieces: cut_lengths(pieces, 8, table))
+    for rows in (short, short + [rng.integers(1, 20, 19).tolist()]):
+        want = [reference_cut([tuple(table[i]) for i in row], 8) if row else [0] for row in rows]
+        for cut in (lambda pieces: cut_lengths(pieces, 8, table), traced):
+            assert cut(tf.ragged.constant(rows, tf.int32)).to_list() == want
+    none = tf.ragged.constant([[1]], tf.int32)[:0]
+    assert cut_lengths(none, 8, table).to_list() == []
+
+
 def test_cut_prefers_comma_then_word_start():
     # ids: 1 plain piece, 2 "," piece (clause end), 3 word start
     table = tf.constant([[0, 0], [0, 0], [1, 0], [0, 1]], tf.int32)

@@ -48,8 +48,18 @@ def cut_lengths(pieces: tf.RaggedTensor, limit: int, ranks) -> tf.RaggedTensor:
 
     A row longer than `limit` is cut greedily from its start: each cut falls in the second
     half of the window, at the best rank (3: after a clause end and before a word start; 2:
-    after a clause end; 1: before a word start; 0: anywhere), the latest of those."""
+    after a clause end; 1: before a word start; 0: anywhere), the latest of those. When no
+    row is longer than `limit` (most requests) the cutting loop is skipped: one chunk a row."""
     lengths = pieces.row_lengths()  # (rows,)
+    return tf.cond(
+        tf.reduce_all(lengths <= limit),
+        lambda: tf.RaggedTensor.from_tensor(lengths[:, None]),  # (rows, 1)
+        lambda: _cut_rows(pieces, lengths, limit, ranks),
+    )
+
+
+def _cut_rows(pieces: tf.RaggedTensor, lengths, limit: int, ranks) -> tf.RaggedTensor:
+    """`cut_lengths`' cutting loop over every row (`lengths` = `pieces.row_lengths()`)."""
     dense = pieces.to_tensor()  # (rows, width); padding never lies inside a window
     width = tf.shape(dense, out_type=tf.int64)[1]
     table = tf.gather(tf.convert_to_tensor(ranks, tf.int32), dense)  # -> (rows, width, 2)
