@@ -20,19 +20,51 @@ decoder.
     ids, scores = decode(strategy, step, bos_ids, max_len, LoopOptions(padded=True))
 
 Both transpose the pre-softmax projection once per search, outside the loop
-(`SharedEmbedding.output_kernel`), not at every step.
+(`SharedEmbedding.output_kernel`), not at every step; under XLA with large kernels the fixed
+step instead reads every decoder kernel and the embedding in `(out, in)` order
+(`fixed_shape_step(..., transpose_kernels=True)`, `transposed_kernels_pay`).
 """
 
 from __future__ import annotations
 
+import contextlib
+
+import keras
 import tensorflow as tf
 
 from keras_transformer.decoding import padded_kernels, per_source, slot_cache
 from keras_transformer.decoding.loop import StepFunction
 from keras_transformer.model import Transformer
 
+# Under XLA a product of a few rows (one token per hypothesis) by a row-major `(in, out)`
+# kernel streams the kernel at about half the speed of the same product by its `(out, in)`
+# transpose. With d_model 512 (base) a search at batch 1 took 0.79-0.85x the time with the
+# transposed kernels, at batch 64 the same within noise; with d_model 128 (the quick preset,
+# kernels that stay in cache) it took 1.15x at batch 1: benchmarks/results/
+# 2026-11-26-issue-54-bfloat16-export-and-latency.md, "The decoder's weights in (out, in)
+# order under XLA".
+TRANSPOSE_MIN_D_MODEL = 512
 
-def fixed_shape_step(model: Transformer, memory, memory_mask, max_decode_length) -> StepFunction:
+
+def transposed_kernels_pay(model: Transformer) -> bool:
+    """Whether an XLA search of `model` should multiply by transposed kernels (the rule
+    above: d_model of at least `TRANSPOSE_MIN_D_MODEL`)."""
+    return model.config.d_model >= TRANSPOSE_MIN_D_MODEL
+
+
+def transposed_kernels(model: Transformer) -> list:
+    """`[(kernel variable, its transpose (units, in))]` for every `Dense` of the decoder,
+    transposed here, once per search (for `fixed_shape_step(..., transpose_kernels=True)`)."""
+    denses = [
+        layer for layer in model.decoder._flatten_layers()
+        if isinstance(layer, keras.layers.Dense)
+    ]  # fmt: skip
+    return [(layer.kernel, tf.transpose(layer.kernel.value)) for layer in denses]
+
+
+def fixed_shape_step(
+    model: Transformer, memory, memory_mask, max_decode_length, transpose_kernels: bool = False
+) -> StepFunction:
     """The fixed-shape design: a row per hypothesis, buffers of `max_decode_length` positions.
 
     Args:
@@ -40,6 +72,12 @@ def fixed_shape_step(model: Transformer, memory, memory_mask, max_decode_length)
         memory: encoder output `(batch, src_len, d_model)` from `model.encode`.
         memory_mask: boolean `(batch, src_len)`.
         max_decode_length: int (or scalar tensor, static under XLA): the buffers' length.
+        transpose_kernels: XLA only: the step's layers read each decoder kernel through its
+            transpose, made once before the loop (`transposed_kernels`, through a
+            `keras.StatelessScope`), and the output projection multiplies by the embedding
+            `(vocab, d_model)` as it is: XLA folds each transpose back into its product,
+            which then reads its weights in `(out, in)` order. The same results; without XLA
+            every step would copy the kernels.
 
     Returns:
         A `StepFunction` for `decode` with `LoopOptions(padded=True)`. Its cache is the
@@ -49,21 +87,36 @@ def fixed_shape_step(model: Transformer, memory, memory_mask, max_decode_length)
         (batch, src_len)}`, per source: the loop tiles it by beam once, never reorders it.
     """
     cache = model.init_cache(memory, max_length=max_decode_length)  # cross: projected once
-    output_kernel = model.token_embedding.output_kernel()  # (d_model, vocab), once
+    if transpose_kernels:
+        kernels = transposed_kernels(model)  # [(variable, (units, in))], once
+        output_kernel = None  # each step: E^T, folded into its product with E (vocab, d)
+    else:
+        kernels = None
+        output_kernel = model.token_embedding.output_kernel()  # (d_model, vocab), once
 
     def fn(ids, step, self_cache, shared):
         # newest token -> (rows, 1); a gather, not ids[:, step:step + 1], whose dynamic
         # bounds XLA cannot size statically
         tokens = tf.gather(ids, tf.reshape(step, [1]), axis=1)
         layer_caches = [{"self": s, "cross": c} for s, c in zip(self_cache, shared["cross"])]
-        logits, new_cache = model.decode(
-            tokens, shared["mask"], layer_caches, cache_update_index=step,
-            output_kernel=output_kernel,
-        )  # fmt: skip  # logits: (rows, 1, vocab)
+        with _kernels_read_through(kernels):
+            logits, new_cache = model.decode(
+                tokens, shared["mask"], layer_caches, cache_update_index=step,
+                output_kernel=output_kernel,
+            )  # fmt: skip  # logits: (rows, 1, vocab)
         return logits[:, 0, :], [layer["self"] for layer in new_cache]
 
     shared = {"cross": [layer["cross"] for layer in cache], "mask": memory_mask}
     return StepFunction(_graph(fn), [layer["self"] for layer in cache], shared)
+
+
+def _kernels_read_through(kernels):
+    """A scope in which each kernel variable of `kernels` reads as the transpose of its
+    transposed copy; no scope for None."""
+    if kernels is None:
+        return contextlib.nullcontext()
+    mapping = [(variable, tf.transpose(transposed)) for variable, transposed in kernels]
+    return keras.StatelessScope(state_mapping=mapping)
 
 
 def per_source_step(

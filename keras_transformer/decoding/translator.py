@@ -32,7 +32,7 @@ import tensorflow as tf
 from keras_transformer.checks import check_int
 from keras_transformer.config import AlignmentOptions, DocumentOptions, SearchOptions
 from keras_transformer.constants import PAD_ID
-from keras_transformer.decoding import padded_kernels
+from keras_transformer.decoding import incremental, padded_kernels
 from keras_transformer.decoding.beam_search import BeamSearch, length_penalty
 from keras_transformer.decoding.documents import cut_ranks, translate_documents
 from keras_transformer.decoding.incremental import fixed_shape_step, per_source_step
@@ -80,6 +80,7 @@ def decode_sources(
     options: SearchOptions,
     strategy: Strategy,
     pad_kernels: bool | None = None,
+    transpose_kernels: bool = False,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """`loop.decode` with `strategy` over the cached decoder of `model`, TF ops only
     (XLA-compatible with padded_decode): right-padded source ids are prepared
@@ -89,6 +90,7 @@ def decode_sources(
     sources' rows are dropped; with `padded_decode`, `incremental.fixed_shape_step`.
     `pad_kernels` (growing buffers only): whether the step multiplies by padded copies of the
     decoder's weights (`decoding.padded_kernels`); None: `padded_kernels.default_pad_kernels()`.
+    `transpose_kernels` (fixed buffers, XLA only): `incremental.fixed_shape_step`'s.
 
     Returns the strategy's `(ids, scores)`, ids with BOS first."""
     config = model.config
@@ -100,7 +102,7 @@ def decode_sources(
     loop = LoopOptions(config.eos_id, config.pad_id, padded=options.padded_decode)
     bos_ids = tf.fill(tf.shape(source)[:1], config.bos_id)  # (batch,)
     if options.padded_decode:  # fixed-size buffers, reordered by gather (XLA's layout)
-        step = fixed_shape_step(model, memory, memory_mask, max_len)
+        step = fixed_shape_step(model, memory, memory_mask, max_len, transpose_kernels)
     else:  # a per-source cache that is never copied to reorder it
         if pad_kernels is None:
             pad_kernels = padded_kernels.default_pad_kernels()
@@ -140,15 +142,19 @@ def pad_rows(source_ids) -> tf.Tensor:
 
 
 def search_ids(
-    model: Transformer, source_ids, options: SearchOptions, pad_kernels: bool | None = None
+    model: Transformer,
+    source_ids,
+    options: SearchOptions,
+    pad_kernels: bool | None = None,
+    transpose_kernels: bool = False,
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """The numeric core of `translate_ids`: beam search with `options` (`pad_kernels` as in
-    `decode_sources`).
+    """The numeric core of `translate_ids`: beam search with `options` (`pad_kernels` and
+    `transpose_kernels` as in `decode_sources`).
 
     Returns int32 `(batch, n_best, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch, n_best)` scores."""
     beam = BeamSearch(model.config.vocab_size, options)
-    ids, scores = decode_sources(model, source_ids, options, beam, pad_kernels)
+    ids, scores = decode_sources(model, source_ids, options, beam, pad_kernels, transpose_kernels)
     return ids[:, :, 1:], scores  # drop BOS -> (batch, n_best, max_len)
 
 
@@ -169,6 +175,7 @@ def sample_ids(
     top_p=1.0,
     seed=0,
     pad_kernels: bool | None = None,
+    transpose_kernels: bool = False,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Greedy or sampled decoding of right-padded source ids, TF ops only: the sampling
     counterpart of `search_ids` (same source preparation and output length limits, taken from
@@ -179,7 +186,9 @@ def sample_ids(
     `(batch,)` scores log P(y | x) / lp(|y|) with `options.alpha`, as beam search scores."""
     config = model.config
     sampling = SamplingOptions(method, top_k, top_p, temperature, seed=seed_pair(seed))
-    ids, log_probs = decode_sources(model, source_ids, options, Sampling(sampling), pad_kernels)
+    ids, log_probs = decode_sources(
+        model, source_ids, options, Sampling(sampling), pad_kernels, transpose_kernels
+    )
     ids = ids[:, 1:]  # drop BOS -> (batch, max_len)
     length = tf.reduce_sum(tf.cast(tf.not_equal(ids, config.pad_id), tf.int32), axis=1)
     return ids, log_probs / length_penalty(length, options.alpha)
@@ -294,6 +303,8 @@ class Translator(tf.Module):
         if pad_kernels is None:
             pad_kernels = padded_kernels.default_pad_kernels() and not search.padded_decode
         self.pad_kernels = pad_kernels
+        # XLA's fixed step reads large kernels in (out, in) order (`incremental`'s rule)
+        self.transpose_kernels = jit_compile and incremental.transposed_kernels_pay(model)
         self._searches = {}  # "n_best_<k>" / "sample_<method>" -> tf.function over source ids
         self._warned = False
         self._ranks = None
@@ -305,7 +316,9 @@ class Translator(tf.Module):
         if key not in self._searches:
             options = self.options.replace(n_best=n_best)
             self._searches[key] = tf.function(
-                lambda source: search_ids(self.model, source, options, self.pad_kernels),
+                lambda source: search_ids(
+                    self.model, source, options, self.pad_kernels, self.transpose_kernels
+                ),
                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
                 jit_compile=self.jit_compile,
             )
@@ -335,6 +348,7 @@ class Translator(tf.Module):
                     top_p,
                     seed,
                     self.pad_kernels,
+                    self.transpose_kernels,
                 ),
                 input_signature=specs,
                 jit_compile=self.jit_compile,

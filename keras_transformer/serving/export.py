@@ -531,8 +531,9 @@ def export_savedmodel(
 
 
 def export_info(translator, dtype: str) -> dict:
-    """What an export's graph was built with: `dtype`, the translator's padded kernels, XLA
-    and search, and the tracing machine's CPU (its x86 vector flags that decide kernels)."""
+    """What an export's graph was built with: `dtype`, the translator's padded (or, under XLA,
+    transposed) kernels, XLA and search, and the tracing machine's CPU (its x86 vector flags
+    that decide kernels)."""
     from keras_transformer import onednn
 
     flags = sorted(onednn.cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
@@ -540,6 +541,7 @@ def export_info(translator, dtype: str) -> dict:
         "dtype": dtype,
         "pad_kernels": bool(translator.pad_kernels),
         "jit_compile": bool(translator.jit_compile),
+        "transpose_kernels": bool(getattr(translator, "transpose_kernels", False)),
         "search": dataclasses.asdict(translator.options),
         "alignment": translator.alignment.kwargs(),
         "traced_on": {"cpu_flags": flags, "onednn_isa_cap": onednn.isa_cap()},

@@ -1,0 +1,100 @@
+"""The XLA step's kernels read in `(out, in)` order (`incremental.fixed_shape_step(...,
+transpose_kernels=True)`): the transposes are the kernels' (NumPy), the searches and samples
+are the ones with Keras' kernels, under XLA and without it, and the rule the translator
+applies (`incremental.transposed_kernels_pay`: d_model of 512 and more, XLA only)."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import SearchOptions, TransformerConfig, build_transformer
+from keras_transformer.decoding import incremental
+from keras_transformer.decoding.translator import Translator, sample_ids, search_ids
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(5)
+    config = TransformerConfig.tiny(vocab_size=40, num_layers=2, dropout=0.0)
+    return build_transformer(config)
+
+
+def _sources(items: int) -> tf.Tensor:
+    ids = np.random.default_rng(items).integers(4, 40, size=(items, 7))
+    ids[:, -1] = 3  # EOS last
+    ids[0, 3:] = [3, 0, 0, 0]  # a shorter source, right-padded
+    return tf.constant(ids, tf.int32)
+
+
+def test_transposed_kernels_are_each_decoder_dense_kernel_transposed(model):
+    kernels = incremental.transposed_kernels(model)
+    # per layer: self-attention q, k, v, output; cross-attention q, k, v, output; FFN 2
+    assert len(kernels) == 10 * len(model.decoder.layers)
+    for variable, transposed in kernels:
+        np.testing.assert_array_equal(np.asarray(transposed), np.asarray(variable).T)
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_the_fixed_search_is_the_same_with_transposed_kernels(model, jit_compile):
+    source = _sources(3)
+    options = SearchOptions(beam_size=4, n_best=2, max_extra_length=6, padded_decode=True)
+
+    def search(transpose):
+        fn = tf.function(
+            lambda s: search_ids(model, s, options, transpose_kernels=transpose),
+            jit_compile=jit_compile,
+        )
+        return fn(source)
+
+    plain_ids, plain_scores = search(False)
+    ids, scores = search(True)
+    np.testing.assert_array_equal(ids.numpy(), plain_ids.numpy())
+    np.testing.assert_allclose(scores.numpy(), plain_scores.numpy(), atol=1e-5)
+    assert (ids.numpy()[..., 0] > 3).any()  # searches that produce tokens, not only EOS
+
+
+def test_xla_sampling_is_the_same_with_transposed_kernels(model):
+    source = _sources(2)
+    options = SearchOptions(max_extra_length=6, padded_decode=True)
+    outputs = [
+        tf.function(
+            lambda s, t=transpose: sample_ids(
+                model, s, options, "sample", top_k=5, seed=7, transpose_kernels=t
+            ),
+            jit_compile=True,
+        )(source)
+        for transpose in (False, True)
+    ]
+    np.testing.assert_array_equal(outputs[1][0].numpy(), outputs[0][0].numpy())
+    np.testing.assert_allclose(outputs[1][1].numpy(), outputs[0][1].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize(("d_model", "pays"), [(128, False), (256, False), (512, True)])
+def test_the_rule_is_d_model_512_and_more(d_model, pays):
+    class Stub:  # the rule reads only the config
+        config = TransformerConfig.tiny(vocab_size=40, d_model=d_model)
+
+    assert incremental.transposed_kernels_pay(Stub()) is pays
+
+
+def test_only_the_xla_translator_of_a_wide_model_transposes(model, monkeypatch):
+    padded = SearchOptions(padded_decode=True)
+    assert not Translator(model, None, padded, jit_compile=True).transpose_kernels  # d_model 128
+    monkeypatch.setattr(incremental, "TRANSPOSE_MIN_D_MODEL", 128)
+    assert Translator(model, None, padded, jit_compile=True).transpose_kernels
+    assert not Translator(model, None, padded).transpose_kernels  # no XLA: never
+
+
+def test_the_step_reads_its_kernels_through_the_transposed_copies(model, monkeypatch):
+    # Copies scaled by 0.5 must change the search's scores: the equality above is not the
+    # layers ignoring the copies.
+    source = _sources(3)
+    options = SearchOptions(beam_size=2, max_extra_length=4, padded_decode=True)
+    plain = search_ids(model, source, options, transpose_kernels=True)[1]
+    real = incremental.transposed_kernels
+    monkeypatch.setattr(
+        incremental, "transposed_kernels", lambda m: [(v, 0.5 * t) for v, t in real(m)]
+    )
+    scaled = search_ids(model, source, options, transpose_kernels=True)[1]
+    assert np.abs(scaled.numpy() - plain.numpy()).max() > 1e-3
