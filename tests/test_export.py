@@ -506,6 +506,7 @@ def test_export_info_records_what_the_graph_was_built_with(export_dir):
 
     info = ex.read_export_info(export_dir)
     assert info["dtype"] == "float32" and info["jit_compile"] is False
+    assert info["transpose_kernels"] is False  # XLA only
     assert info["pad_kernels"] == padded_kernels.default_pad_kernels()  # this machine's rule
     assert info["search"]["beam_size"] == SEARCH.beam_size
     assert info["search"]["alpha"] == SEARCH.alpha

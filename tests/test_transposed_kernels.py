@@ -98,3 +98,21 @@ def test_the_step_reads_its_kernels_through_the_transposed_copies(model, monkeyp
     )
     scaled = search_ids(model, source, options, transpose_kernels=True)[1]
     assert np.abs(scaled.numpy() - plain.numpy()).max() > 1e-3
+
+
+@pytest.mark.slow  # saves and loads an XLA search (about 30 s)
+def test_a_saved_xla_search_with_transposed_kernels_gives_the_plain_search(
+    model, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(incremental, "TRANSPOSE_MIN_D_MODEL", 128)
+    options = SearchOptions(max_extra_length=6, padded_decode=True)
+    translator = Translator(model, None, options, jit_compile=True)
+    assert translator.transpose_kernels
+    module = tf.Module()
+    module.model, module.search = model, translator.search_function(1)
+    tf.saved_model.save(module, str(tmp_path))
+    source = _sources(4)
+    ids, scores = tf.saved_model.load(str(tmp_path)).search(source)
+    plain_ids, plain_scores = search_ids(model, source, options.replace(n_best=1))
+    np.testing.assert_array_equal(ids.numpy(), plain_ids.numpy())
+    np.testing.assert_allclose(scores.numpy(), plain_scores.numpy(), atol=1e-5)

@@ -38,9 +38,9 @@ from keras_transformer.model import Transformer
 
 # Under XLA a product of a few rows (one token per hypothesis) by a row-major `(in, out)`
 # kernel streams the kernel at about half the speed of the same product by its `(out, in)`
-# transpose. With d_model 512 (base) a search at batch 1 took 0.79-0.85x the time with the
-# transposed kernels, at batch 64 the same within noise; with d_model 128 (the quick preset,
-# kernels that stay in cache) it took 1.15x at batch 1: benchmarks/results/
+# transpose. At batch 1 a search took 0.81x the time with the transposed kernels at d_model
+# 512 (base) and 0.77x at 1024 (big); at batch 64 the same within noise; at d_model 128 (the
+# quick preset, whose kernels stay in cache) 1.17x: benchmarks/results/
 # 2026-11-26-issue-54-bfloat16-export-and-latency.md, "The decoder's weights in (out, in)
 # order under XLA".
 TRANSPOSE_MIN_D_MODEL = 512
