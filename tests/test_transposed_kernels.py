@@ -112,7 +112,8 @@ def test_a_saved_xla_search_with_transposed_kernels_gives_the_plain_search(
     module.model, module.search = model, translator.search_function(1)
     tf.saved_model.save(module, str(tmp_path))
     source = _sources(4)
-    ids, scores = tf.saved_model.load(str(tmp_path)).search(source)
+    loaded = tf.saved_model.load(str(tmp_path))  # kept: its variables live with it
+    ids, scores = loaded.search(source)
     plain_ids, plain_scores = search_ids(model, source, options.replace(n_best=1))
     np.testing.assert_array_equal(ids.numpy(), plain_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), plain_scores.numpy(), atol=1e-5)

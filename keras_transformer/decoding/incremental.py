@@ -53,13 +53,16 @@ def transposed_kernels_pay(model: Transformer) -> bool:
 
 
 def transposed_kernels(model: Transformer) -> list:
-    """`[(kernel variable, its transpose (units, in))]` for every `Dense` of the decoder,
+    """`[(kernel variable, its transpose (units, in))]` for every `Dense` of the decoder
+    (per layer: both attentions' query, key, value and output, the feed-forward block's two),
     transposed here, once per search (for `fixed_shape_step(..., transpose_kernels=True)`)."""
-    denses = [
-        layer for layer in model.decoder._flatten_layers()
-        if isinstance(layer, keras.layers.Dense)
-    ]  # fmt: skip
-    return [(layer.kernel, tf.transpose(layer.kernel.value)) for layer in denses]
+    denses = []
+    for layer in model.decoder.layers:
+        for attention in (layer.self_attention, layer.cross_attention):
+            denses += [attention.query_dense, attention.key_dense, attention.value_dense,
+                       attention.output_dense]  # fmt: skip
+        denses += [layer.feed_forward.inner, layer.feed_forward.outer]
+    return [(dense.kernel, tf.transpose(dense.kernel.value)) for dense in denses]
 
 
 def fixed_shape_step(

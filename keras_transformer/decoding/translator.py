@@ -180,7 +180,7 @@ def sample_ids(
     """Greedy or sampled decoding of right-padded source ids, TF ops only: the sampling
     counterpart of `search_ids` (same source preparation and output length limits, taken from
     `options`; `method` and knobs as in `decoding.sampling.SamplingOptions`, seed an int or a
-    pair).
+    pair; `pad_kernels` and `transpose_kernels` as in `decode_sources`).
 
     Returns int32 `(batch, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch,)` scores log P(y | x) / lp(|y|) with `options.alpha`, as beam search scores."""
