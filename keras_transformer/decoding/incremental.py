@@ -53,15 +53,14 @@ def transposed_kernels_pay(model: Transformer) -> bool:
 
 
 def transposed_kernels(model: Transformer) -> list:
-    """`[(kernel variable, its transpose (units, in))]` for every `Dense` of the decoder
-    (per layer: both attentions' query, key, value and output, the feed-forward block's two),
-    transposed here, once per search (for `fixed_shape_step(..., transpose_kernels=True)`)."""
-    denses = []
-    for layer in model.decoder.layers:
-        for attention in (layer.self_attention, layer.cross_attention):
-            denses += [attention.query_dense, attention.key_dense, attention.value_dense,
-                       attention.output_dense]  # fmt: skip
-        denses += [layer.feed_forward.inner, layer.feed_forward.outer]
+    """`[(kernel variable, its transpose (units, in))]` for every `Dense` a decoding step
+    multiplies by (`padded_kernels.step_denses` of each decoder layer), transposed here, once
+    per search (for `fixed_shape_step(..., transpose_kernels=True)`)."""
+    denses = [
+        dense
+        for layer in model.decoder.layers
+        for dense in tf.nest.flatten(padded_kernels.step_denses(layer))
+    ]
     return [(dense.kernel, tf.transpose(dense.kernel.value)) for dense in denses]
 
 

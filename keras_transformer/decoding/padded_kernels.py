@@ -77,28 +77,28 @@ def dense(layer: keras.layers.Dense, inputs, padded: dict | None = None):
     return ops.reshape(outputs, (*leading, layer.units))  # -> (..., units)
 
 
-def layer_kernels(layer, pad: int = PAD) -> dict:
-    """A `DecoderLayer`'s step weights: `{"self_attention": {"query", "key", "value",
-    "output"}, "cross_attention": {"query", "output"}, "feed_forward": {"inner", "outer"}}`,
-    each `padded_kernel(...)` (the cross keys/values are projected once per search, unpadded)."""
+def step_denses(layer) -> dict:
+    """The `Dense` layers a `DecoderLayer`'s decoding step multiplies by: `{"self_attention":
+    {"query", "key", "value", "output"}, "cross_attention": {"query", "output"},
+    "feed_forward": {"inner", "outer"}}` (the cross keys/values are projected once per search,
+    before the loop)."""
     self_attention, cross = layer.self_attention, layer.cross_attention
-    feed_forward = layer.feed_forward
     return {
         "self_attention": {
-            "query": padded_kernel(self_attention.query_dense, pad),
-            "key": padded_kernel(self_attention.key_dense, pad),
-            "value": padded_kernel(self_attention.value_dense, pad),
-            "output": padded_kernel(self_attention.output_dense, pad),
+            "query": self_attention.query_dense,
+            "key": self_attention.key_dense,
+            "value": self_attention.value_dense,
+            "output": self_attention.output_dense,
         },
-        "cross_attention": {
-            "query": padded_kernel(cross.query_dense, pad),
-            "output": padded_kernel(cross.output_dense, pad),
-        },
-        "feed_forward": {
-            "inner": padded_kernel(feed_forward.inner, pad),
-            "outer": padded_kernel(feed_forward.outer, pad),
-        },
+        "cross_attention": {"query": cross.query_dense, "output": cross.output_dense},
+        "feed_forward": {"inner": layer.feed_forward.inner, "outer": layer.feed_forward.outer},
     }
+
+
+def layer_kernels(layer, pad: int = PAD) -> dict:
+    """A `DecoderLayer`'s step weights: each `Dense` of `step_denses(layer)` as
+    `padded_kernel(...)`, in the same structure."""
+    return tf.nest.map_structure(lambda dense: padded_kernel(dense, pad), step_denses(layer))
 
 
 def decoder_kernels(model, rows) -> list:

@@ -541,7 +541,7 @@ def export_info(translator, dtype: str) -> dict:
         "dtype": dtype,
         "pad_kernels": bool(translator.pad_kernels),
         "jit_compile": bool(translator.jit_compile),
-        "transpose_kernels": bool(getattr(translator, "transpose_kernels", False)),
+        "transpose_kernels": bool(translator.transpose_kernels),
         "search": dataclasses.asdict(translator.options),
         "alignment": translator.alignment.kwargs(),
         "traced_on": {"cpu_flags": flags, "onednn_isa_cap": onednn.isa_cap()},
