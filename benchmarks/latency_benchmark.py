@@ -13,7 +13,8 @@ joined where the split has too few long ones). Each request is one sentence:
   `--grpc` through `keras_transformer.serving.client` to the TF Serving test double on
   127.0.0.1; with `--xla` also the `--jit-compile` export (XLA over fixed-size buffers: fewer,
   fused kernels a step); with `--bfloat16` also the `--dtype bfloat16` export (emulated, so
-  slow, on CPUs without bfloat16 units: measure it where they exist);
+  slow, on CPUs without bfloat16 units: measure it where they exist), and with both flags
+  the bfloat16 XLA export;
 - "CTranslate2": `translate_batch` of the same model converted (`serving.ctranslate2_export`)
   with one sentence, beam 4, at most source + 50 pieces, float32 and int8, SentencePiece
   encoding and decoding in Python included (what our signature does in its graph).
@@ -21,11 +22,13 @@ joined where the split has too few long ones). Each request is one sentence:
 `--throughput 64` measures sentences/s instead: the test split (`--sentences`) in batches of
 64 through each system (the issue-54 comparison of the float32 and bfloat16 exports with
 CTranslate2; `--untrained base` for base size, whose random weights run every search to its
-length limit). Systems alternate within each round. `--profile` splits our in-process request
-into string work (tokenize, split, detokenize, join), the encoder, and the search steps (loop
-steps counted, each one's share too), from the same `Translator` timed in parts (with `--xla`
-the XLA one as well). `--stop-lookahead limit next` runs each of our systems with both early
-stopping rules (`SearchOptions.stop_lookahead`: "next" stops about where CTranslate2 does).
+length limit); `--cpu-isa avx2` caps oneDNN and CTranslate2 to AVX2, the issue's stand-in
+for a CPU without bfloat16 units. Systems alternate within each round. `--profile` splits
+our in-process request into string work (tokenize, split, detokenize, join), the encoder,
+and the search steps (loop steps counted, each one's share too), from the same `Translator`
+timed in parts (with `--xla` the XLA one as well). `--stop-lookahead limit next` runs each
+of our systems with both early stopping rules (`SearchOptions.stop_lookahead`: "next" stops
+about where CTranslate2 does).
 Results: Markdown on stdout, JSON with machine, versions and command in `--output`.
 """
 
@@ -43,7 +46,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks import flags  # noqa: E402
+from benchmarks import flags, machine  # noqa: E402
 from benchmarks.serving_benchmark import (  # noqa: E402
     add_model_arguments,
     environment,
@@ -137,6 +140,11 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
             exports[f"ours bfloat16{tail}"] = export_savedmodel(
                 model_dir, workdir, f"bf16{lookahead}", 1, search=options, dtype="bfloat16"
             )
+        if args.bfloat16 and args.xla:
+            exports[f"ours bfloat16 XLA{tail}"] = export_savedmodel(
+                model_dir, workdir, f"bf16xla{lookahead}", 1, search=options,
+                jit_compile=True, dtype="bfloat16",
+            )  # fmt: skip
     plain = f"ours float32{STOP_NAMES[args.stop_lookahead[0]]}"
     systems = {}
     for name, path in exports.items():
@@ -155,13 +163,20 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
     return systems
 
 
-def latency_rows(systems: dict, sentences: dict, rounds: int) -> list[dict]:
-    """p50/p90 of every system at every length, systems alternating within each round."""
+def latency_rows(systems: dict, sentences: dict, rounds: int, count_pieces=len) -> list[dict]:
+    """p50/p90 of every system at every length, systems alternating within each round.
+
+    Each system is first warmed with the shortest and the longest sentence of every length
+    (by `count_pieces`): the longest may be cut into two segments, a batch the XLA export
+    compiles of its own, which would otherwise compile during the timed requests."""
     names = [name for name in systems if not name.startswith("_")]
     times = {(name, length): [] for name in names for length in sentences}
-    for name in names:  # warm-up: one request of each length
-        for texts in sentences.values():
-            systems[name](texts[:1])
+    ends = [(min(texts, key=count_pieces), max(texts, key=count_pieces))
+            for texts in sentences.values()]  # fmt: skip
+    warm = list(dict.fromkeys(text for pair in ends for text in pair))
+    for name in names:
+        for text in warm:
+            systems[name]([text])
     for round_ in range(rounds):
         for length, texts in sentences.items():
             for text in texts:
@@ -307,8 +322,14 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         "sentences in batches of BATCH",
     )  # fmt: skip
     parser.add_argument("--sentences", type=int, default=1288, help="with --throughput")
+    parser.add_argument(
+        "--cpu-isa", choices=sorted(machine.ISA_CAPS), default="native",
+        help="cap oneDNN and CTranslate2 to this instruction set (avx2: a CPU without AVX-512 "
+        "and bfloat16 units)",
+    )  # fmt: skip
     parser.add_argument("--output", default=None, help="JSON file for the results")
     args = parser.parse_args(argv)
+    machine.cap_cpu_isa(args.cpu_isa)  # before any product runs
     args.export_dir = None  # serving_benchmark.environment reads it
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = model_dir_for(args, workdir)
@@ -330,7 +351,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
                 lambda out: int(tokenizer.tokenize(tf.constant(out)).row_lengths().numpy().sum()),
             )  # fmt: skip
         else:
-            rows = latency_rows(systems, sentences, args.rounds)
+            rows = latency_rows(systems, sentences, args.rounds, count_pieces)
         if "_server" in systems:
             systems["_server"].stop(grace=None)
         profile = []

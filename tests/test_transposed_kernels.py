@@ -118,3 +118,26 @@ def test_a_saved_xla_search_with_transposed_kernels_gives_the_plain_search(
     plain_ids, plain_scores = search_ids(model, source, options.replace(n_best=1))
     np.testing.assert_array_equal(ids.numpy(), plain_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), plain_scores.numpy(), atol=1e-5)
+
+
+def test_a_bfloat16_xla_search_is_the_same_with_transposed_kernels(model):
+    """A bfloat16 model (the `--dtype bfloat16` export's): the copies keep the kernels' dtype
+    and the XLA search with them gives the search without them (ids; scores, float32, to
+    bfloat16's precision)."""
+    bf16 = build_transformer(model.config, dtype="bfloat16")
+    bf16.set_weights(model.get_weights())
+    for variable, transposed in incremental.transposed_kernels(bf16):
+        assert transposed.dtype == variable.dtype == "bfloat16"
+    source = _sources(3)
+    options = SearchOptions(beam_size=4, n_best=2, max_extra_length=6, padded_decode=True)
+    found = [
+        tf.function(
+            lambda s, t=transpose: search_ids(bf16, s, options, transpose_kernels=t),
+            jit_compile=True,
+        )(source)
+        for transpose in (False, True)
+    ]
+    np.testing.assert_array_equal(found[1][0].numpy(), found[0][0].numpy())
+    assert found[1][1].dtype == tf.float32
+    np.testing.assert_allclose(found[1][1].numpy(), found[0][1].numpy(), atol=2e-2)
+    assert (found[1][0].numpy()[..., 0] > 3).any()
