@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import flags, machine  # noqa: E402
+from benchmarks.ctranslate2_process import Timed  # noqa: E402
 from benchmarks.serving_benchmark import (  # noqa: E402
     add_model_arguments,
     environment,
@@ -83,42 +84,39 @@ def percentiles(times: list[float]) -> dict:
 
 
 def ctranslate2_systems(model, spm_path: str, search: SearchOptions) -> dict:
-    """`{name: translate(texts) -> translations}` for CTranslate2 float32 and int8, or {}
-    without it; outputs of at most source + `max_extra_length` pieces (the batch's longest
-    source: CTranslate2 takes one limit a batch), within the model's `max_length` positions."""
+    """`{name: translate(texts) -> Timed(translations, seconds)}` for CTranslate2 float32 and
+    int8, each in a process of its own (`benchmarks.ctranslate2_process`: two translators in
+    one process slow each other down), or {} without CTranslate2; outputs of at most source
+    + `max_extra_length` pieces (the batch's longest source: CTranslate2 takes one limit a
+    batch), within the model's `max_length` positions."""
     try:
-        import ctranslate2
-        import sentencepiece
+        import ctranslate2  # noqa: F401
+        import sentencepiece  # noqa: F401
     except ImportError:
         return {}
+    from benchmarks.ctranslate2_process import Worker
     from keras_transformer.serving.ctranslate2_export import (
         export_ctranslate2,
         sentencepiece_pieces,
     )
 
-    processor = sentencepiece.SentencePieceProcessor(model_file=spm_path)
-    limit = model.config.max_length - 1  # positions 0 .. max_length - 1, BOS at 0
     workdir = tempfile.mkdtemp()
     path = export_ctranslate2(model, os.path.join(workdir, "model"), sentencepiece_pieces(spm_path))
-    systems = {}
-    for compute_type in ("float32", "int8"):
-        translator = ctranslate2.Translator(
-            path, device="cpu", compute_type=compute_type, inter_threads=1,
-            intra_threads=os.cpu_count(),
-        )  # fmt: skip
+    limit = model.config.max_length - 1  # positions 0 .. max_length - 1, BOS at 0
+    options = dict(beam_size=search.beam_size, alpha=search.alpha,
+                   max_extra_length=search.max_extra_length, limit=limit)  # fmt: skip
+    return {f"CTranslate2 {kind}": Worker(path, spm_path, kind, options)
+            for kind in ("float32", "int8")}  # fmt: skip
 
-        def translate(texts, translator=translator):
-            tokens = processor.encode(texts, out_type=str)
-            longest = max(len(t) for t in tokens)
-            results = translator.translate_batch(
-                tokens, beam_size=search.beam_size, length_penalty=search.alpha,
-                max_batch_size=len(texts),
-                max_decoding_length=min(longest + 1 + search.max_extra_length, limit),
-            )  # fmt: skip
-            return processor.decode([r.hypotheses[0] for r in results])
 
-        systems[f"CTranslate2 {compute_type}"] = translate
-    return systems
+def timed_call(system, texts: list[str]) -> tuple[list, float]:
+    """`(outputs, seconds)` of one call: the time a system measured itself (`Timed`, a
+    CTranslate2 worker), else the wall time around the call."""
+    start = time.perf_counter()
+    outputs = system(texts)
+    if isinstance(outputs, Timed):
+        return outputs.outputs, outputs.seconds
+    return outputs, time.perf_counter() - start
 
 
 def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> dict:
@@ -181,9 +179,7 @@ def latency_rows(systems: dict, sentences: dict, rounds: int, count_pieces=len) 
         for length, texts in sentences.items():
             for text in texts:
                 for name in names[:: 1 if round_ % 2 == 0 else -1]:
-                    start = time.perf_counter()
-                    systems[name]([text])
-                    times[(name, length)].append(time.perf_counter() - start)
+                    times[(name, length)].append(timed_call(systems[name], [text])[1])
     return [dict(system=name, length=length, requests=len(t), **percentiles(t))
             for (name, length), t in times.items()]  # fmt: skip
 
@@ -203,11 +199,9 @@ def throughput_rows(
         systems[name](chunks[0])
     for round_ in range(rounds):
         for name in names[:: 1 if round_ % 2 == 0 else -1]:
-            start, out = time.perf_counter(), []
-            for chunk in chunks:
-                out += list(systems[name](chunk))
-            seconds[name].append(time.perf_counter() - start)
-            outputs[name] = out
+            calls = [timed_call(systems[name], chunk) for chunk in chunks]
+            seconds[name].append(sum(elapsed for _, elapsed in calls))
+            outputs[name] = [text for out, _ in calls for text in out]
     rows = []
     for name, times in seconds.items():
         row = dict(system=name, batch=batch, sentences=len(texts),

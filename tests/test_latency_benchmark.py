@@ -1,6 +1,7 @@
 """The one-sentence latency benchmark's choice of sentences and its percentiles."""
 
 import numpy as np
+import pytest
 
 from benchmarks.latency_benchmark import percentiles, pick_sentences
 
@@ -59,3 +60,40 @@ def test_latency_rows_warm_every_system_with_each_lengths_shortest_and_longest_s
     assert {(r["system"], r["length"], r["requests"]) for r in rows} == {
         (name, n, 2 * len(texts)) for name in calls for n, texts in sentences.items()
     }
+
+
+def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themselves(tmp_path):
+    """Each compute type in a spawned process (`benchmarks.ctranslate2_process`): the same
+    translations as a `ctranslate2.Translator` here with the same options; the seconds are
+    the worker's own; `timed_call` reports them instead of the wall time."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    sentencepiece = pytest.importorskip("sentencepiece")
+    from benchmarks.latency_benchmark import ctranslate2_systems, timed_call
+    from keras_transformer import SearchOptions, artifacts
+    from keras_transformer.serving.ctranslate2_export import (
+        export_ctranslate2,
+        sentencepiece_pieces,
+    )
+    from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
+
+    run = make_model_dir(str(tmp_path / "run"))
+    model, _, _ = artifacts.load_trained(run)
+    spm = artifacts.path(run, artifacts.TOKENIZER_FILE)
+    search = SearchOptions(beam_size=2, alpha=0.6, max_extra_length=5)
+    systems = ctranslate2_systems(model, spm, search)
+    assert set(systems) == {"CTranslate2 float32", "CTranslate2 int8"}
+    texts = list(SENTENCES[:3])
+    outputs, seconds = timed_call(systems["CTranslate2 float32"], texts)
+    processor = sentencepiece.SentencePieceProcessor(model_file=spm)
+    path = export_ctranslate2(model, str(tmp_path / "ct2"), sentencepiece_pieces(spm))
+    translator = ctranslate2.Translator(path, device="cpu", compute_type="float32")
+    tokens = processor.encode(texts, out_type=str)
+    results = translator.translate_batch(
+        tokens, beam_size=2, length_penalty=0.6,
+        max_decoding_length=max(map(len, tokens)) + 1 + 5,
+    )  # fmt: skip
+    assert outputs == processor.decode([r.hypotheses[0] for r in results])
+    assert 0 < seconds < 60
+    assert len(timed_call(systems["CTranslate2 int8"], texts[:1])[0]) == 1
+    for worker in systems.values():
+        worker.close()
