@@ -4,4 +4,5 @@ import sys
 
 from benchmarks.catalog import main
 
-sys.exit(main(prog="python -m benchmarks"))
+if __name__ == "__main__":  # not when a spawned worker process imports it
+    sys.exit(main(prog="python -m benchmarks"))

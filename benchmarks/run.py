@@ -11,4 +11,5 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from benchmarks.catalog import main  # noqa: E402  (once the root is on sys.path)
 
-sys.exit(main(prog="python benchmarks/run.py"))
+if __name__ == "__main__":  # not when a spawned worker process imports it
+    sys.exit(main(prog="python benchmarks/run.py"))
