@@ -38,7 +38,13 @@ def _serve(conn, path: str, spm_path: str, compute_type: str, search: dict) -> N
         intra_threads=os.cpu_count(),
     )  # fmt: skip
     conn.send("ready")
-    while (texts := conn.recv()) is not None:
+    while True:
+        try:
+            texts = conn.recv()
+        except EOFError:  # the benchmark's process ended without `close`
+            return
+        if texts is None:
+            return
         start = time.perf_counter()
         tokens = processor.encode(texts, out_type=str)
         longest = max(len(t) for t in tokens)
