@@ -71,8 +71,17 @@ class Worker:
             target=_serve, args=(child, path, spm_path, compute_type, search), daemon=True
         )
         self._process.start()
-        if self._conn.recv() != "ready":
-            raise RuntimeError(f"CTranslate2 {compute_type} worker did not start")
+        child.close()  # the worker's end: only the worker holds it now, so its exit ends recv
+        try:
+            ready = self._conn.recv()
+        except EOFError:  # it died loading (its traceback is on stderr)
+            ready = None
+        if ready != "ready":
+            self._process.join(timeout=10)
+            raise RuntimeError(
+                f"The CTranslate2 {compute_type} worker for {path!r} did not start "
+                f"(exit code {self._process.exitcode})"
+            )
 
     def __call__(self, texts) -> Timed:
         self._conn.send(list(texts))

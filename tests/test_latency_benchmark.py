@@ -97,3 +97,13 @@ def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themse
     assert len(timed_call(systems["CTranslate2 int8"], texts[:1])[0]) == 1
     for worker in systems.values():
         worker.close()
+
+
+def test_a_ctranslate2_worker_that_cannot_load_says_which_and_why(tmp_path):
+    pytest.importorskip("ctranslate2")
+    from benchmarks.ctranslate2_process import Worker
+
+    missing = str(tmp_path / "no_model")
+    options = dict(beam_size=1, alpha=0.6, max_extra_length=5, limit=63)
+    with pytest.raises(RuntimeError, match="int8 worker for .*no_model.* did not start"):
+        Worker(missing, str(tmp_path / "no.model"), "int8", options)
