@@ -17,7 +17,9 @@ joined where the split has too few long ones). Each request is one sentence:
   the bfloat16 XLA export;
 - "CTranslate2": `translate_batch` of the same model converted (`serving.ctranslate2_export`)
   with one sentence, beam 4, at most source + 50 pieces, float32 and int8, SentencePiece
-  encoding and decoding in Python included (what our signature does in its graph).
+  encoding and decoding in Python included (what our signature does in its graph); each
+  compute type in a process of its own that times its requests
+  (`benchmarks.ctranslate2_process`: two translators in one process slow each other ~10x).
 
 `--throughput 64` measures sentences/s instead: the test split (`--sentences`) in batches of
 64 through each system (the issue-54 comparison of the float32 and bfloat16 exports with
