@@ -14,8 +14,8 @@ load time (fresh process, best of 2), and sentences/s of `serving_default` on th
 test sentences in batches of 64 (3 rounds, alternating). Part 2, base size with random
 weights: the search alone (`search_ids`, at most source + 10 pieces), bfloat16 weights
 against the cast (C) and float32, batch 64 and 1, alternating in one process. A one-off
-study kept as the command behind the results in
-2026-11-26-issue-54-bfloat16-export-and-latency.md; not a workload.
+study kept as the command behind the results in 2026-11-27-issue-54-bfloat16-units.md
+("The bfloat16 export's form, measured"); not a workload.
 """
 
 import os
