@@ -1,7 +1,8 @@
 """The XLA step's kernels read in `(out, in)` order (`incremental.fixed_shape_step(...,
 transpose_kernels=True)`): the transposes are the kernels' (NumPy), the searches and samples
 are the ones with Keras' kernels, under XLA and without it, and the rule the translator
-applies (`incremental.transposed_kernels_pay`: d_model of 512 and more, XLA only)."""
+applies (`incremental.transposed_kernels_pay`: d_model of 512 and more on an AVX2-only CPU,
+XLA only, the variable overriding it)."""
 
 import keras
 import numpy as np
@@ -71,20 +72,57 @@ def test_xla_sampling_is_the_same_with_transposed_kernels(model):
     np.testing.assert_allclose(outputs[1][1].numpy(), outputs[0][1].numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize(("d_model", "pays"), [(128, False), (256, False), (512, True)])
-def test_the_rule_is_d_model_512_and_more(d_model, pays):
+AVX2 = {"sse4_2", "avx", "avx2", "fma"}
+AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512_bf16"}
+
+
+@pytest.mark.parametrize(
+    ("d_model", "flags", "pays"),
+    [
+        (128, AVX2, False),
+        (256, AVX2, False),
+        (512, AVX2, True),
+        (1024, AVX2, True),
+        (512, AVX512, False),  # slower there (1.19-1.24x at base)
+        (512, {"fp", "asimd"}, False),  # not x86: not measured
+    ],
+)
+def test_the_rule_is_d_model_512_and_more_on_avx2_only_cpus(d_model, flags, pays, monkeypatch):
+    monkeypatch.delenv(incremental.ENV_VAR, raising=False)
+
     class Stub:  # the rule reads only the config
         config = TransformerConfig.tiny(vocab_size=40, d_model=d_model)
 
-    assert incremental.transposed_kernels_pay(Stub()) is pays
+    assert incremental.transposed_kernels_pay(Stub(), cpu_flags=flags) is pays
 
 
-def test_only_the_xla_translator_of_a_wide_model_transposes(model, monkeypatch):
+@pytest.mark.parametrize(("value", "pays"), [("1", True), ("0", False)])
+def test_the_variable_overrides_the_rule(model, monkeypatch, value, pays):
+    monkeypatch.setenv(incremental.ENV_VAR, value)
+    assert incremental.transposed_kernels_pay(model, cpu_flags=AVX2) is pays  # d_model 128
+    padded = SearchOptions(padded_decode=True)
+    assert Translator(model, None, padded, jit_compile=True).transpose_kernels is pays
+
+
+def test_a_bad_variable_is_named(model, monkeypatch):
+    monkeypatch.setenv(incremental.ENV_VAR, "yes")
+    with pytest.raises(ValueError, match="KERAS_TRANSFORMER_TRANSPOSE_KERNELS.*'yes'"):
+        incremental.transposed_kernels_pay(model)
+
+
+def test_only_the_xla_translator_transposes(model, monkeypatch):
+    monkeypatch.delenv(incremental.ENV_VAR, raising=False)
     padded = SearchOptions(padded_decode=True)
     assert not Translator(model, None, padded, jit_compile=True).transpose_kernels  # d_model 128
-    monkeypatch.setattr(incremental, "TRANSPOSE_MIN_D_MODEL", 128)
-    assert Translator(model, None, padded, jit_compile=True).transpose_kernels
-    assert not Translator(model, None, padded).transpose_kernels  # no XLA: never
+    assert Translator(
+        model, None, padded, jit_compile=True, transpose_kernels=True
+    ).transpose_kernels
+    assert not Translator(model, None, padded, transpose_kernels=True).transpose_kernels  # no XLA
+    monkeypatch.setattr(incremental, "transposed_kernels_pay", lambda m: True)
+    assert Translator(model, None, padded, jit_compile=True).transpose_kernels  # the rule's
+    assert not Translator(
+        model, None, padded, jit_compile=True, transpose_kernels=False
+    ).transpose_kernels  # the caller's word wins
 
 
 def test_the_step_reads_its_kernels_through_the_transposed_copies(model, monkeypatch):
@@ -105,9 +143,8 @@ def test_the_step_reads_its_kernels_through_the_transposed_copies(model, monkeyp
 def test_a_saved_xla_search_with_transposed_kernels_gives_the_plain_search(
     model, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(incremental, "TRANSPOSE_MIN_D_MODEL", 128)
     options = SearchOptions(max_extra_length=6, padded_decode=True)
-    translator = Translator(model, None, options, jit_compile=True)
+    translator = Translator(model, None, options, jit_compile=True, transpose_kernels=True)
     assert translator.transpose_kernels
     module = tf.Module()
     module.model, module.search = model, translator.search_function(1)

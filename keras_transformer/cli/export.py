@@ -42,6 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
         "the servers' CPUs. The choice is printed and kept in assets.extra/export_info.json "
         "(default: %(default)s)",
     )
+    parser.add_argument(
+        "--transpose-kernels",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="with --jit-compile: the search reads the decoder's kernels in (out, in) order "
+        "(faster at d_model 512 and more on the AVX2-only CPUs measured, slower on AVX-512 "
+        "ones; decoding/incremental.py); auto: the rule for the machine that exports "
+        "(KERAS_TRANSFORMER_TRANSPOSE_KERNELS overrides it); on/off: for the servers' CPUs. "
+        "Kept in export_info.json (default: %(default)s)",
+    )
     common.add_document_arguments(parser, segment_by_default=True)
     parser.add_argument(
         "--guided", action="store_true",
@@ -51,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PAD_KERNELS = {"auto": None, "on": True, "off": False}
+PAD_KERNELS = {"auto": None, "on": True, "off": False}  # also --transpose-kernels
 
 
 def export(args: argparse.Namespace) -> int:
@@ -66,11 +76,13 @@ def export(args: argparse.Namespace) -> int:
         common.search_options(args), args.n_best, args.jit_compile,
         documents=common.document_options(args), dtype=args.dtype,
         pad_kernels=PAD_KERNELS[args.pad_kernels], guided=args.guided,
+        transpose_kernels=PAD_KERNELS[args.transpose_kernels],
     )  # fmt: skip
     info = read_export_info(path)
     print(path)
     print(
-        f"dtype: {info['dtype']}, padded kernels: {info['pad_kernels']}, XLA: {info['jit_compile']}"
+        f"dtype: {info['dtype']}, padded kernels: {info['pad_kernels']}, XLA: "
+        f"{info['jit_compile']}, transposed kernels: {info['transpose_kernels']}"
     )
     print("ops:", " ".join(sorted(saved_model_op_types(path))))
     return 0

@@ -20,36 +20,56 @@ decoder.
     ids, scores = decode(strategy, step, bos_ids, max_len, LoopOptions(padded=True))
 
 Both transpose the pre-softmax projection once per search, outside the loop
-(`SharedEmbedding.output_kernel`), not at every step; under XLA with large kernels the fixed
-step instead reads every decoder kernel and the embedding in `(out, in)` order
-(`fixed_shape_step(..., transpose_kernels=True)`, `transposed_kernels_pay`).
+(`SharedEmbedding.output_kernel`), not at every step; under XLA, where it pays (large kernels,
+some CPUs: `transposed_kernels_pay`), the fixed step instead reads every decoder kernel and the
+embedding in `(out, in)` order (`fixed_shape_step(..., transpose_kernels=True)`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 
 import keras
 import tensorflow as tf
 
+from keras_transformer import onednn
 from keras_transformer.decoding import padded_kernels, per_source, slot_cache
 from keras_transformer.decoding.loop import StepFunction
 from keras_transformer.model import Transformer
 
-# Under XLA a product of a few rows (one token per hypothesis) by a row-major `(in, out)`
-# kernel streams the kernel at about half the speed of the same product by its `(out, in)`
-# transpose. At batch 1 a search took 0.81x the time with the transposed kernels at d_model
-# 512 (base) and 0.77x at 1024 (big); at batch 64 the same within noise; at d_model 128 (the
-# quick preset, whose kernels stay in cache) 1.17x: benchmarks/results/
-# 2026-11-26-issue-54-bfloat16-export-and-latency.md, "The decoder's weights in (out, in)
-# order under XLA".
+# Under XLA a product of a few rows (one token per hypothesis) by a `(in, out)` kernel runs at a
+# speed that depends on the CPU, not on its instruction set (`--xla_cpu_max_isa=AVX2` changes
+# nothing): at batch 1 and d_model 512 (base), reading every decoder kernel through its
+# `(out, in)` transpose took 0.81x the time on an AVX2-only AMD EPYC, 0.77x at 1024 (big), but
+# 1.19-1.24x on an AMD EPYC Zen 4 with AVX-512 (bfloat16: 0.99x); at d_model 128 (the quick
+# preset, whose kernels stay in cache) 1.17x and 1.26-1.35x. At batch 64 the same within
+# noise. So the rule: d_model of at least 512 on a CPU without AVX-512, the one kind of CPU
+# where it was faster; an extrapolation for CPUs not measured (Intel's), which the variable
+# overrides. benchmarks/results/2026-11-26-issue-54-bfloat16-export-and-latency.md, "The
+# decoder's weights in (out, in) order under XLA", and 2026-11-27-issue-54-kernel-layout.md.
 TRANSPOSE_MIN_D_MODEL = 512
+ENV_VAR = "KERAS_TRANSFORMER_TRANSPOSE_KERNELS"  # "1" or "0": overrides the rule
 
 
-def transposed_kernels_pay(model: Transformer) -> bool:
-    """Whether an XLA search of `model` should multiply by transposed kernels (the rule
-    above: d_model of at least `TRANSPOSE_MIN_D_MODEL`)."""
-    return model.config.d_model >= TRANSPOSE_MIN_D_MODEL
+def transposed_kernels_pay(model: Transformer, cpu_flags: set[str] | None = None) -> bool:
+    """Whether an XLA search of `model` should multiply by transposed kernels:
+    `KERAS_TRANSFORMER_TRANSPOSE_KERNELS=1|0` if set (an export traced on one kind of machine
+    for servers of another), else the rule above: d_model of at least `TRANSPOSE_MIN_D_MODEL`
+    on an x86-64 CPU without AVX-512 (`cpu_flags`, default this machine's), never with a
+    GPU (not measured)."""
+    value = os.environ.get(ENV_VAR)
+    if value is not None:
+        if value not in ("0", "1"):
+            raise ValueError(f"{ENV_VAR} must be 0 or 1. Received: {value!r}")
+        return value == "1"
+    if model.config.d_model < TRANSPOSE_MIN_D_MODEL:
+        return False
+    if cpu_flags is None:
+        if tf.config.list_logical_devices("GPU"):
+            return False
+        cpu_flags = onednn.cpu_flags()
+    return "avx2" in cpu_flags and "avx512f" not in cpu_flags
 
 
 def transposed_kernels(model: Transformer) -> list:

@@ -266,6 +266,11 @@ class Translator(tf.Module):
             products stop at AVX2); None: `padded_kernels.default_pad_kernels()`, decided
             here once (an export keeps the choice of the machine that traced it unless
             `KERAS_TRANSFORMER_PAD_KERNELS` says otherwise).
+        transpose_kernels: with `jit_compile`, whether the fixed step reads the decoder's
+            kernels in `(out, in)` order (`incremental.fixed_shape_step`: the same
+            translations, faster on some CPUs); None: `incremental.transposed_kernels_pay`,
+            decided here once (`KERAS_TRANSFORMER_TRANSPOSE_KERNELS` overrides it). Never
+            without XLA.
         alignment: `AlignmentOptions`, the cross-attention that word alignments read
             (markup, `--alignments`); default the unguided model's best
             (`artifacts.run_alignment` gives a run's: its guided head where it trained one).
@@ -288,6 +293,7 @@ class Translator(tf.Module):
         documents: DocumentOptions | None = None,
         pad_kernels: bool | None = None,
         alignment: AlignmentOptions | None = None,
+        transpose_kernels: bool | None = None,
     ):
         super().__init__(name=name)
         search = search or SearchOptions()
@@ -303,8 +309,9 @@ class Translator(tf.Module):
         if pad_kernels is None:
             pad_kernels = padded_kernels.default_pad_kernels() and not search.padded_decode
         self.pad_kernels = pad_kernels
-        # XLA's fixed step reads large kernels in (out, in) order (`incremental`'s rule)
-        self.transpose_kernels = jit_compile and incremental.transposed_kernels_pay(model)
+        if transpose_kernels is None:  # XLA's fixed step, (out, in) order: `incremental`'s rule
+            transpose_kernels = jit_compile and incremental.transposed_kernels_pay(model)
+        self.transpose_kernels = bool(jit_compile and transpose_kernels)
         self._searches = {}  # "n_best_<k>" / "sample_<method>" -> tf.function over source ids
         self._warned = False
         self._ranks = None

@@ -310,10 +310,11 @@ def make_translator(
     documents: DocumentOptions | None = None,
     pad_kernels: bool | None = None,
     alignment=None,
+    transpose_kernels: bool | None = None,
 ):
     """The `keras_transformer.decoding.Translator` the export serves (whole inputs split into
-    sentences as `documents` says; default `DocumentOptions()`; `pad_kernels` and `alignment`
-    as `Translator`'s).
+    sentences as `documents` says; default `DocumentOptions()`; `pad_kernels`, `alignment`
+    and `transpose_kernels` as `Translator`'s).
 
     With `jit_compile` the numeric search runs XLA-compiled on fixed-size buffers
     (`padded_decode`); tokenization and detokenization stay outside the compiled function.
@@ -325,7 +326,7 @@ def make_translator(
         search = search.replace(padded_decode=True)
     return Translator(
         model, tokenizer, search, jit_compile=jit_compile, documents=documents,
-        pad_kernels=pad_kernels, alignment=alignment,
+        pad_kernels=pad_kernels, alignment=alignment, transpose_kernels=transpose_kernels,
     )  # fmt: skip
 
 
@@ -473,6 +474,7 @@ def export_savedmodel(
     dtype: str = "float32",
     pad_kernels: bool | None = None,
     guided: bool = False,
+    transpose_kernels: bool | None = None,
 ) -> str:
     """Export the trained model in `model_dir`; returns `export_base/model_name/version`.
 
@@ -496,12 +498,16 @@ def export_savedmodel(
             (BUILD.md, "A bfloat16 export").
         pad_kernels: whether the search multiplies by padded kernels (`Translator`); None:
             the tracing machine's rule (`padded_kernels.default_pad_kernels`).
+        transpose_kernels: with `jit_compile`, whether the search reads the decoder's kernels
+            in `(out, in)` order (`Translator`); None: the tracing machine's rule
+            (`incremental.transposed_kernels_pay`).
         guided: add `translate_guided` and `translate_alternatives` (prefix, alternatives,
             terminology; growing buffers only: left out under `jit_compile`).
 
-    The choices the graph was built with (dtype, pad_kernels, XLA, the search, the tracing
-    machine's CPU) are written to the version's `assets.extra/export_info.json`, so a graph
-    never depends silently on the machine that traced it.
+    The choices the graph was built with (dtype, padded or transposed kernels, XLA, the
+    search, the tracing machine's CPU) are written to the version's
+    `assets.extra/export_info.json`, so a graph never depends silently on the machine that
+    traced it.
     """
     search = search or SearchOptions()
     if not isinstance(n_best, int) or not 1 <= n_best <= search.beam_size:
@@ -522,8 +528,9 @@ def export_savedmodel(
     model, _, tokenizer = artifacts.load_trained(model_dir, weights, dtype=dtype)
     alignment = artifacts.run_alignment(model_dir)  # the guided head where the run trained one
     translator = make_translator(
-        model, tokenizer, search, jit_compile, documents, pad_kernels, alignment
-    )
+        model, tokenizer, search, jit_compile, documents, pad_kernels, alignment,
+        transpose_kernels,
+    )  # fmt: skip
     guided = guided and not jit_compile
     module = TranslationModule(translator, model, tokenizer, n_best, guided=guided)
     info = export_info(translator, dtype)
