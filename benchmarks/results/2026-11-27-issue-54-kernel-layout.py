@@ -6,10 +6,11 @@ The XLA search (`Translator(..., jit_compile=True).search_function(1)`, beam 4, 
 next-step stop, at most source + 50 pieces) of one source, with the decoder's kernels as
 stored `(in, out)` and read through their `(out, in)` transposes (`transpose_kernels`), the
 two built in one process and alternated call by call (medians): base size with random weights
-(every search runs to its limit) in float32 and bfloat16, and the trained run RUN (the
-default run's model) in float32. Sources: 20 pieces (base), 6 and 20 pieces (RUN: its test
-sentences of those lengths). Both layouts must give the same ids. A one-off study kept as the
-command behind 2026-11-27-issue-54-kernel-layout.md; not a workload.
+(every search runs to its limit) in float32 and bfloat16, big size in float32 (half the
+rounds), and the trained run RUN (the default run's model) in float32. Sources: 20 pieces
+(base, big), 6 and 20 pieces (RUN: its test sentences of those lengths). Both layouts must
+give the same ids. A one-off study kept as the command behind
+2026-11-27-issue-54-kernel-layout.md; not a workload.
 """
 
 import argparse
@@ -63,14 +64,16 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         texts = [text for pair in read_pairs("sample_en_de", "train") for text in pair]
-        base_dir = model_dirs.make_preset_model_dir(
-            os.path.join(workdir, "base"), "base", 32000, texts
-        )
-        for dtype in ("float32", "bfloat16"):
-            model, _, tokenizer = artifacts.load_trained(base_dir, dtype=dtype)
-            source = tf.constant([[5 + i for i in range(19)] + [3]], tf.int32)  # 20 pieces
-            rows.append(dict(model="base, random", dtype=dtype, pieces=20,
-                             **compare(model, tokenizer, source, args.rounds)))  # fmt: skip
+        source = tf.constant([[5 + i for i in range(19)] + [3]], tf.int32)  # 20 pieces
+        for preset, dtype, rounds in (("base", "float32", args.rounds),
+                                      ("base", "bfloat16", args.rounds),
+                                      ("big", "float32", max(args.rounds // 2, 1))):  # fmt: skip
+            directory = os.path.join(workdir, preset)
+            if not os.path.exists(directory):
+                model_dirs.make_preset_model_dir(directory, preset, 32000, texts)
+            model, _, tokenizer = artifacts.load_trained(directory, dtype=dtype)
+            rows.append(dict(model=f"{preset}, random", dtype=dtype, pieces=20,
+                             **compare(model, tokenizer, source, rounds)))  # fmt: skip
     model, _, tokenizer = artifacts.load_trained(args.run)
     tests = [src for src, _ in read_pairs("sample_en_de", "test")]
     for pieces in (6, 20):
