@@ -6,10 +6,11 @@ more threads than the machine has cores and stops spinning between parallel regi
 every region waits for its threads to wake: on the 2-core EPYC (2026-11-27) one ~50-piece
 sentence of the default run's model took 200 ms instead of 20 with the int8 translator
 alive beside the float32 one, and stayed slow after it was deleted. TensorFlow's threads in
-the same process do not do this (they are not OpenMP's). So the latency benchmark starts one
-`Worker` per compute type; each request's time is measured in the worker (SentencePiece
-encoding, `translate_batch`, decoding) and comes back with the translations, so the pipe
-between the processes is not counted.
+the same process do not do this (they are not OpenMP's). So the benchmarks start one `Worker`
+per compute type (`serving single`, and the decode and scaling workloads' CTranslate2 rows).
+`serving single`'s requests are timed in the worker (SentencePiece encoding,
+`translate_batch`, decoding) and come back with the translations, so the pipe between the
+processes is not counted.
 """
 
 from __future__ import annotations
@@ -27,12 +28,18 @@ class Timed(NamedTuple):
     seconds: float
 
 
-def _serve(conn, path: str, spm_path: str, compute_type: str, search: dict) -> None:
-    """The worker: load one translator, then answer lists of texts until it receives None."""
+def _serve(conn, path: str, spm_path: str | None, compute_type: str, search: dict | None):
+    """The worker: load one translator, then answer requests until it receives None:
+    `("texts", texts)` -> `Timed(translations, seconds)` (SentencePiece `spm_path`, `search`);
+    `("tokens", (tokens, options))` -> `Timed(the best hypothesis' length per source,
+    seconds)` (pre-tokenized sources, `translate_batch`'s own options)."""
     import ctranslate2
-    import sentencepiece
 
-    processor = sentencepiece.SentencePieceProcessor(model_file=spm_path)
+    processor = None
+    if spm_path is not None:
+        import sentencepiece
+
+        processor = sentencepiece.SentencePieceProcessor(model_file=spm_path)
     translator = ctranslate2.Translator(
         path, device="cpu", compute_type=compute_type, inter_threads=1,
         intra_threads=os.cpu_count(),
@@ -40,21 +47,30 @@ def _serve(conn, path: str, spm_path: str, compute_type: str, search: dict) -> N
     conn.send("ready")
     while True:
         try:
-            texts = conn.recv()
+            message = conn.recv()
         except EOFError:  # the benchmark's process ended without `close`
             return
-        if texts is None:
+        if message is None:
             return
+        kind, payload = message
         start = time.perf_counter()
-        tokens = processor.encode(texts, out_type=str)
-        longest = max(len(t) for t in tokens)
-        results = translator.translate_batch(
-            tokens, beam_size=search["beam_size"], length_penalty=search["alpha"],
-            max_batch_size=len(texts),
-            max_decoding_length=min(longest + 1 + search["max_extra_length"], search["limit"]),
-        )  # fmt: skip
-        outputs = processor.decode([r.hypotheses[0] for r in results])
+        if kind == "texts":
+            outputs = _translate_texts(translator, processor, payload, search)
+        else:
+            tokens, options = payload
+            outputs = [len(r.hypotheses[0]) for r in translator.translate_batch(tokens, **options)]
         conn.send(Timed(outputs, time.perf_counter() - start))
+
+
+def _translate_texts(translator, processor, texts: list, search: dict) -> list:
+    tokens = processor.encode(texts, out_type=str)
+    longest = max(len(t) for t in tokens)
+    results = translator.translate_batch(
+        tokens, beam_size=search["beam_size"], length_penalty=search["alpha"],
+        max_batch_size=len(texts),
+        max_decoding_length=min(longest + 1 + search["max_extra_length"], search["limit"]),
+    )  # fmt: skip
+    return processor.decode([r.hypotheses[0] for r in results])
 
 
 class Worker:
@@ -62,9 +78,13 @@ class Worker:
     with SentencePiece `spm_path`, in `compute_type`, in a process of its own (spawned, so
     that nothing of this process's threads comes with it). `search`: beam_size, alpha,
     max_extra_length (outputs of at most the batch's longest source + that many pieces:
-    CTranslate2 takes one limit a batch) and limit (the model's last position)."""
+    CTranslate2 takes one limit a batch) and limit (the model's last position).
+    `worker.translate_tokens(tokens, **options)`: pre-tokenized sources (`spm_path` and
+    `search` may be None), `translate_batch`'s options as given."""
 
-    def __init__(self, path: str, spm_path: str, compute_type: str, search: dict):
+    def __init__(
+        self, path: str, spm_path: str | None, compute_type: str, search: dict | None = None
+    ):
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
@@ -84,7 +104,13 @@ class Worker:
             )
 
     def __call__(self, texts) -> Timed:
-        self._conn.send(list(texts))
+        self._conn.send(("texts", list(texts)))
+        return self._conn.recv()
+
+    def translate_tokens(self, tokens: list, **options) -> Timed:
+        """`Timed(the best hypothesis' length per source, seconds)` of `translate_batch(tokens,
+        **options)` in the worker."""
+        self._conn.send(("tokens", (tokens, options)))
         return self._conn.recv()
 
     def close(self) -> None:

@@ -158,6 +158,34 @@ def test_ctranslate2_peer_decodes_exactly_the_forced_length(bench):
         assert run().tolist() == [11, 11, 11] and parameters == model.count_params()
 
 
+def test_ctranslate2_peer_decodes_in_a_process_of_its_own_as_in_process(bench, tmp_path):
+    """Each compute type in its own worker process (two translators in one process slow each
+    other down): the same output lengths as a `ctranslate2.Translator` here, from a live
+    process that is not this one."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from benchmarks.ctranslate2_process import Worker
+    from benchmarks.peers import ctranslate2_peer, ours
+    from benchmarks.peers.spec import Spec, decode_sources
+    from keras_transformer.serving.ctranslate2_export import export_ctranslate2
+
+    if ctranslate2_peer.missing():
+        pytest.skip(ctranslate2_peer.missing())
+    spec = Spec(config="tiny", vocab_size=200, batch=3, length=8, out_length=11)
+    model = ours.build_model(spec)
+    worker = ctranslate2_peer.load(model, "float32")
+    assert isinstance(worker, Worker) and worker._process.is_alive()
+    assert worker._process.pid != os.getpid()
+    tokens = ctranslate2_peer.vocabulary(spec.vocab_size)
+    source = [[tokens[i] for i in row[:-1]] for row in decode_sources(spec)]
+    options = dict(beam_size=2, max_decoding_length=6)  # EOS may end a search early
+    path = export_ctranslate2(model, str(tmp_path / "ct2"), tokens)
+    here = ctranslate2.Translator(path, device="cpu").translate_batch(source, **options)
+    timed = worker.translate_tokens(source, **options)
+    assert timed.outputs == [len(r.hypotheses[0]) for r in here] and timed.seconds > 0
+    worker.close()
+    assert not worker._process.is_alive()
+
+
 def test_our_bfloat16_decode_keeps_the_float32_model_and_the_forced_length(bench):
     from benchmarks.peers import ours
     from benchmarks.peers.spec import Spec

@@ -1,6 +1,8 @@
 """CTranslate2 (decode only): our same random Keras model converted with
 `keras_transformer.serving.ctranslate2_export`, decoded by `ctranslate2.Translator` with beam
-search of exactly `out_length` tokens (min = max decoding length: EOS cannot end it sooner)."""
+search of exactly `out_length` tokens (min = max decoding length: EOS cannot end it sooner),
+each compute type in a process of its own (`benchmarks.ctranslate2_process`: two translators
+in one process slow each other down)."""
 
 from __future__ import annotations
 
@@ -33,32 +35,30 @@ def vocabulary(vocab_size: int) -> list[str]:
 
 
 def load(model, compute_type: str = "float32"):
-    """A `ctranslate2.Translator` of `model` (converted in float32; int8 quantizes at load)."""
-    import ctranslate2
-
+    """A `ctranslate2_process.Worker` translating `model` (converted in float32; int8
+    quantizes at load) in a process of its own."""
+    from benchmarks.ctranslate2_process import Worker
     from keras_transformer.serving.ctranslate2_export import export_ctranslate2
 
-    with tempfile.TemporaryDirectory() as workdir:  # the Translator reads it all at load
+    with tempfile.TemporaryDirectory() as workdir:  # the worker reads it all before "ready"
         tokens = vocabulary(model.config.vocab_size)
         path = export_ctranslate2(model, os.path.join(workdir, "model"), tokens)
-        return ctranslate2.Translator(
-            path, device="cpu", compute_type=compute_type, inter_threads=1,
-            intra_threads=os.cpu_count(),
-        )  # fmt: skip
+        return Worker(path, None, compute_type)
 
 
 def make_decode(spec: Spec, model, compute_type: str = "float32", translator=None):
     """`(run() -> output lengths (batch,), parameters)`; `translator` from `load` (reused
-    across output lengths), else converted here."""
+    across output lengths), else converted here. `run` is timed from this process: the pipe
+    to the worker adds well under a millisecond to calls of hundreds."""
     translator = translator or load(model, compute_type)
     tokens = vocabulary(spec.vocab_size)
     source = [[tokens[i] for i in row[:-1]] for row in decode_sources(spec)]  # it adds EOS
 
     def run() -> np.ndarray:
-        results = translator.translate_batch(
+        lengths = translator.translate_tokens(
             source, beam_size=spec.beam, length_penalty=0.6, max_batch_size=spec.batch,
             min_decoding_length=spec.out_length, max_decoding_length=spec.out_length,
-        )  # fmt: skip
-        return np.array([len(r.hypotheses[0]) for r in results])
+        ).outputs  # fmt: skip
+        return np.array(lengths)
 
     return run, model.count_params()
