@@ -93,7 +93,7 @@ def run(args) -> dict:
     from keras_transformer.config import SearchOptions, TrainingConfig
     from keras_transformer.data import corpus
     from keras_transformer.decoding.translator import Translator
-    from keras_transformer.training.trainer import _datasets, prepare_tokenizer
+    from keras_transformer.training.trainer import prepare_tokenizer, training_datasets
 
     cfg = TrainingConfig.from_flat(
         model=args.preset, model_dir=args.model_dir, vocab=args.vocab, vocab_size=args.vocab_size,
@@ -105,7 +105,7 @@ def run(args) -> dict:
     tf_keras.utils.set_random_seed(args.seed)
     tokenizer = prepare_tokenizer(cfg)
     config = cfg.architecture.model_config(tokenizer.vocab_size)
-    train, dev = _datasets(cfg, tokenizer, num_replicas=1)
+    train, dev = training_datasets(cfg, tokenizer, num_replicas=1)
     as_numpy = lambda x, y: (x["source"].numpy(), x["target"].numpy(), y.numpy())  # noqa: E731
     train_batches = [as_numpy(x, y) for x, y in train.take(args.steps)]
     dev_batches = [as_numpy(x, y) for x, y in dev]

@@ -89,7 +89,7 @@ def first_batch_loss(model_dir, weights) -> float:
     cfg = TrainingConfig.from_flat(**json.loads((model_dir / "training_config.json").read_text()))
     model, config, tokenizer = artifacts.load_trained(str(model_dir), str(weights))
     keras.utils.set_random_seed(cfg.recipe.seed)  # as the run: the shuffle reads the global seed
-    train_data, _ = trainer._datasets(cfg, tokenizer, num_replicas=1)
+    train_data, _ = trainer.training_datasets(cfg, tokenizer, num_replicas=1)
     features, labels = next(iter(train_data))
     loss = MaskedLabelSmoothedCrossEntropy(cfg.architecture.label_smoothing, pad_id=config.pad_id)
     return float(loss(labels, model(features, training=False)))

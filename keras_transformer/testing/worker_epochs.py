@@ -4,10 +4,11 @@ keras_transformer.testing.worker_epochs --dataset prepared:DIR --out OUT`) to ch
 worker of a MultiWorkerMirroredStrategy run reads.
 
 Each task creates the strategy as the trainer does, takes the trainer's training stream
-(`trainer._datasets`: under several workers, `training.worker_input.file_sharded_batches`) and
-writes `OUT/worker-<i>.json`: `{"worker", "workers", "shards", "batches", "rows"}`, `rows`
-the unpadded label rows of its replica's batches over the epoch of its own shards (the number
-of batches the manifest's histograms give them).
+(`trainer.training_datasets`: under several workers,
+`training.worker_input.file_sharded_batches`) and writes `OUT/worker-<i>.json`: `{"worker",
+"workers", "shards", "batches", "rows"}`, `rows` the unpadded label rows of its replica's
+batches over the epoch of its own shards (the number of batches the manifest's histograms
+give them).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         prepared.shard_batch_count(manifest.shards[i], boundaries, sizes, args.max_length)
         for i in shards
     )
-    train, _ = trainer._datasets(cfg, tokenizer, strategy.num_replicas_in_sync, 0, strategy)
+    train, _ = trainer.training_datasets(cfg, tokenizer, strategy.num_replicas_in_sync, 0, strategy)
     iterator, rows = iter(train), []
     for _ in range(batches):
         _, labels = next(iterator)

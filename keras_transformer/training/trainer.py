@@ -144,7 +144,7 @@ def compile_model(
     return schedule
 
 
-def _datasets(cfg, tokenizer, num_replicas, skip_batches=0, strategy=None):
+def training_datasets(cfg, tokenizer, num_replicas, skip_batches=0, strategy=None):
     """`(train, dev)` datasets: train from batch `skip_batches` on, read from a prepared corpus
     (a seek: `data.prepared`; under MultiWorkerMirroredStrategy each worker on its own shards,
     a DistributedDataset: `training.worker_input`) or tokenized on the fly (a replay); dev
@@ -322,7 +322,7 @@ def train(
     replicas = strategy.num_replicas_in_sync
     # Checkpoints are written at update boundaries only: update u is micro-batch u * K.
     skip = start_step * cfg.recipe.accumulate_steps
-    train_data, dev_data = _datasets(cfg, tokenizer, replicas, skip, strategy)
+    train_data, dev_data = training_datasets(cfg, tokenizer, replicas, skip, strategy)
     started = time.perf_counter()
     history, control = None, None
     if start_step < _target_steps(cfg):
