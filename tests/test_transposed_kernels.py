@@ -90,16 +90,13 @@ AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512_bf16"}
 def test_the_rule_is_d_model_512_and_more_on_avx2_only_cpus(d_model, flags, pays, monkeypatch):
     monkeypatch.delenv(incremental.ENV_VAR, raising=False)
 
-    class Stub:  # the rule reads only the config
-        config = TransformerConfig.tiny(vocab_size=40, d_model=d_model)
-
-    assert incremental.transposed_kernels_pay(Stub(), cpu_flags=flags) is pays
+    assert incremental.transposed_kernels_pay(d_model, cpu_flags=flags) is pays
 
 
 @pytest.mark.parametrize(("value", "pays"), [("1", True), ("0", False)])
 def test_the_variable_overrides_the_rule(model, monkeypatch, value, pays):
     monkeypatch.setenv(incremental.ENV_VAR, value)
-    assert incremental.transposed_kernels_pay(model, cpu_flags=AVX2) is pays  # d_model 128
+    assert incremental.transposed_kernels_pay(128, cpu_flags=AVX2) is pays
     padded = SearchOptions(padded_decode=True)
     assert Translator(model, None, padded, jit_compile=True).transpose_kernels is pays
 
@@ -107,7 +104,7 @@ def test_the_variable_overrides_the_rule(model, monkeypatch, value, pays):
 def test_a_bad_variable_is_named(model, monkeypatch):
     monkeypatch.setenv(incremental.ENV_VAR, "yes")
     with pytest.raises(ValueError, match="KERAS_TRANSFORMER_TRANSPOSE_KERNELS.*'yes'"):
-        incremental.transposed_kernels_pay(model)
+        incremental.transposed_kernels_pay(512)
 
 
 def test_only_the_xla_translator_transposes(model, monkeypatch):
@@ -118,7 +115,7 @@ def test_only_the_xla_translator_transposes(model, monkeypatch):
         model, None, padded, jit_compile=True, transpose_kernels=True
     ).transpose_kernels
     assert not Translator(model, None, padded, transpose_kernels=True).transpose_kernels  # no XLA
-    monkeypatch.setattr(incremental, "transposed_kernels_pay", lambda m: True)
+    monkeypatch.setattr(incremental, "transposed_kernels_pay", lambda d_model: True)
     assert Translator(model, None, padded, jit_compile=True).transpose_kernels  # the rule's
     assert not Translator(
         model, None, padded, jit_compile=True, transpose_kernels=False

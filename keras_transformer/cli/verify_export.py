@@ -6,7 +6,9 @@
 (or `python export/verify_export.py ...`). Both translate the same batches with the same beam
 settings (give the flags and --weights the export was made with); it prints the number of
 sentences whose translation differs (should be 0) and the largest score difference, and exits
-with status 1 on any mismatch. Run it before rolling a new version out.
+with status 1 on any mismatch. Run it before rolling a new version out, on a serving machine:
+it also names each kernel layout the export chose that this machine's CPU would not (a
+matter of speed, not of the exit status).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def verify(args: argparse.Namespace) -> int:
+    from keras_transformer import artifacts
     from keras_transformer.data import corpus
-    from keras_transformer.serving.verify import compare
+    from keras_transformer.serving.export import read_export_info
+    from keras_transformer.serving.verify import compare, layout_notes, machine_layout
 
     search = common.search_options(args)
     sources = [s for s, _ in corpus.read_pairs(args.dataset, args.split, limit=args.limit)]
@@ -49,6 +53,11 @@ def verify(args: argparse.Namespace) -> int:
         f"(first: {result['mismatches'][:10]}), max |score difference| "
         f"{result['max_score_diff']:.2e}"
     )
+    info = read_export_info(args.export_dir)
+    if info:
+        d_model = artifacts.load_config(args.model_dir).d_model
+        for note in layout_notes(info, machine_layout(d_model, bool(info.get("jit_compile")))):
+            print(note)
     return 1 if result["mismatches"] else 0
 
 

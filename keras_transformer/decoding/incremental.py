@@ -52,8 +52,9 @@ TRANSPOSE_MIN_D_MODEL = 512
 ENV_VAR = "KERAS_TRANSFORMER_TRANSPOSE_KERNELS"  # "1" or "0": overrides the rule
 
 
-def transposed_kernels_pay(model: Transformer, cpu_flags: set[str] | None = None) -> bool:
-    """Whether an XLA search of `model` should multiply by transposed kernels:
+def transposed_kernels_pay(d_model: int, cpu_flags: set[str] | None = None) -> bool:
+    """Whether an XLA search of a model of width `d_model` should multiply by transposed
+    kernels:
     `KERAS_TRANSFORMER_TRANSPOSE_KERNELS=1|0` if set (an export traced on one kind of machine
     for servers of another), else the rule above: d_model of at least `TRANSPOSE_MIN_D_MODEL`
     on an x86-64 CPU without AVX-512 (`cpu_flags`, default this machine's), never with a
@@ -63,7 +64,7 @@ def transposed_kernels_pay(model: Transformer, cpu_flags: set[str] | None = None
         if value not in ("0", "1"):
             raise ValueError(f"{ENV_VAR} must be 0 or 1. Received: {value!r}")
         return value == "1"
-    if model.config.d_model < TRANSPOSE_MIN_D_MODEL:
+    if d_model < TRANSPOSE_MIN_D_MODEL:
         return False
     if cpu_flags is None:
         if tf.config.list_logical_devices("GPU"):

@@ -310,7 +310,9 @@ class Translator(tf.Module):
             pad_kernels = padded_kernels.default_pad_kernels() and not search.padded_decode
         self.pad_kernels = pad_kernels
         if transpose_kernels is None:  # XLA's fixed step, (out, in) order: `incremental`'s rule
-            transpose_kernels = jit_compile and incremental.transposed_kernels_pay(model)
+            transpose_kernels = jit_compile and incremental.transposed_kernels_pay(
+                model.config.d_model
+            )
         self.transpose_kernels = bool(jit_compile and transpose_kernels)
         self._searches = {}  # "n_best_<k>" / "sample_<method>" -> tf.function over source ids
         self._warned = False

@@ -6,7 +6,10 @@
 Both translate the same batches with the same beam settings (pass the `SearchOptions` and the
 weights the export was made with). Command line: `keras-transformer-verify-export`
 (`python export/verify_export.py`), which exits non-zero on any mismatch: run it before
-rolling a new version out.
+rolling a new version out. Run on a serving machine, it also names each kernel layout the
+export chose (`export_info.json`: padded or transposed decoder kernels, chosen by the CPU
+that exported) that this machine's rule would not choose (`layout_notes`): the same
+translations, a matter of speed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,51 @@ from keras_transformer import artifacts
 from keras_transformer.config import SearchOptions
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.serving.signatures import INPUT_KEY, SERVING_SIGNATURE
+
+
+def machine_layout(d_model: int, jit_compile: bool) -> dict:
+    """The kernel layouts an export made on this machine would get, for a model of width
+    `d_model`, with or without XLA: `{"pad_kernels": bool, "transpose_kernels": bool}`
+    (`padded_kernels.default_pad_kernels` for the growing search,
+    `incremental.transposed_kernels_pay` under XLA)."""
+    from keras_transformer.decoding import incremental, padded_kernels
+
+    return {
+        "pad_kernels": (not jit_compile) and padded_kernels.default_pad_kernels(),
+        "transpose_kernels": jit_compile and incremental.transposed_kernels_pay(d_model),
+    }
+
+
+LAYOUT_FLAGS = {  # export_info key: (what the export does when true, when false, the flag)
+    "pad_kernels": (
+        "pads the decoder's kernels",
+        "does not pad the decoder's kernels",
+        "--pad-kernels",
+    ),
+    "transpose_kernels": (
+        "reads the decoder's kernels transposed",
+        "reads the decoder's kernels as stored",
+        "--transpose-kernels",
+    ),
+}
+
+
+def layout_notes(info: dict, here: dict) -> list[str]:
+    """One line for each kernel layout of an export's `info` (`export.read_export_info`) that
+    differs from `here` (`machine_layout`); none for an export without the record."""
+    notes = []
+    traced = ", ".join(info.get("traced_on", {}).get("cpu_flags", [])) or "unknown flags"
+    for key, (does, does_not, flag) in LAYOUT_FLAGS.items():
+        if key not in info or bool(info[key]) == bool(here[key]):
+            continue
+        export_does = does if info[key] else does_not
+        notes.append(
+            f"kernel layout: the export {export_does} (traced on a CPU with {traced}); this "
+            f"machine's rule would {'' if here[key] else 'not '}do so. "
+            f"The same translations; for speed on servers like this one, export again here "
+            f"or with {flag} {'on' if here[key] else 'off'}"
+        )
+    return notes
 
 
 def compare(
