@@ -288,3 +288,36 @@ def test_beam_search_over_a_wide_vocabulary_matches_a_full_top_k():
     np.testing.assert_array_equal(ids.numpy(), want_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), rtol=1e-6)
     assert ids.shape[0] == batch
+
+
+def _item_table(table: Table, item: int) -> Table:
+    """`table`'s item alone, as a batch of one."""
+    alone = Table(seed=0, batch=1, vocab=table.vocab, max_len=table.max_len)
+    alone.by_last, alone.by_sum = table.by_last[item : item + 1], table.by_sum[item : item + 1]
+    return alone
+
+
+@pytest.mark.parametrize("mode", ["graph", "padded"])
+def test_next_step_stop_gives_each_item_its_own_result_whatever_its_batch(mode):
+    # "next" is a heuristic: a step after an item first stops may still improve it. Each item
+    # keeps the result of the step it first stopped at, so a batch (whose items stop at
+    # different steps: growing buffers drop them in groups, fixed ones never) gives every
+    # item what it gets alone.
+    vocab, max_len, batch, beam, alpha = 8, 12, 6, 3, 2.0
+    differs = 0
+    for seed in range(3):
+        table = Table(seed=seed, batch=batch, vocab=vocab, max_len=max_len)
+        table.by_last[..., vocab - 1] += 1.0  # EOS plausible: items stop at different steps
+        limits = [max_len, 9, 11, max_len, 7, 10]
+        ids, scores = run_search(table, batch, beam, alpha, vocab - 1, limits, 2, mode,
+                                 lookahead="next")  # fmt: skip
+        exact = run_search(table, batch, beam, alpha, vocab - 1, limits, 2, mode)
+        for item in range(batch):
+            one_ids, one_scores = run_search(_item_table(table, item), 1, beam, alpha,
+                                             vocab - 1, limits[item : item + 1], 2, "graph",
+                                             lookahead="next")  # fmt: skip
+            got = [strip(row, vocab - 1) for row in ids[item]]
+            assert got == [strip(row, vocab - 1) for row in one_ids[0]], (seed, item)
+            np.testing.assert_allclose(scores[item], one_scores[0], rtol=1e-6)
+            differs += int(not np.allclose(exact[1][item], scores[item]))
+    assert differs > 0  # cases where "next" stops before the exact rule's result

@@ -145,6 +145,10 @@ class BeamSearch(Strategy):
         self.n_best, self.stop_early = search.n_best, search.stop_early
         self.stop_lookahead = search.stop_lookahead
         self.rows_per_item = self.beam_size
+        # "next" bounds a live beam by its score at the next step only: with alpha > 0 a
+        # later step can still beat the kept hypotheses (`best_penalty`), so the loop freezes
+        # an item where it first stops (`Strategy.exact_stop`)
+        self.exact_stop = not (self.stop_early and self.stop_lookahead == "next" and self.alpha > 0)
 
     def result_shapes(self) -> tuple[list[int], list[int]]:
         return [self.n_best, 1], [self.n_best]

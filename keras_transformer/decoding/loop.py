@@ -228,6 +228,12 @@ class Strategy:
 
     rows_per_item: int = 1
     growing: tuple[str, ...] = ()
+    # Whether `item_done` is exact: once an item is done its results never change (true of
+    # every strategy but beam search's one-step lookahead, `SearchOptions(stop_lookahead=
+    # "next")`). Where it is not, the loop freezes an item's state at the step it is first
+    # done, so that neither its batch (growing buffers drop items only in groups) nor the
+    # design (fixed buffers drop none) changes its results.
+    exact_stop: bool = True
 
     def result_shapes(self) -> tuple[list[int], list[int]]:
         """The shapes of one item's ids (with a length of 1) and scores in `results`."""
@@ -269,6 +275,7 @@ class LoopState(NamedTuple):
     limits: tf.Tensor  # int32: (active,) per-item length limits
     shared: Any  # growing: nest of (active, ...) per-item tensors; fixed: () (captured)
     outputs: Any  # growing: Outputs of the strategy's `result_shapes`; fixed: ()
+    settled: tf.Tensor  # bool: (active,) done at this or an earlier step (`item_done`)
 
 
 class _Loop:
@@ -291,13 +298,16 @@ class _Loop:
             cache, shared = tile_items(cache, self.strategy.rows_per_item), ()
         else:
             outputs = initial_outputs(self.batch, *self.strategy.result_shapes(), self.loop.pad_id)
+        step_ = tf.constant(0, tf.int32) if start_step is None else tf.cast(start_step, tf.int32)
+        search = self.strategy.initial_state(initial_ids, limits, max_len, self.loop)
         return LoopState(
-            step=tf.constant(0, tf.int32) if start_step is None else tf.cast(start_step, tf.int32),
-            search=self.strategy.initial_state(initial_ids, limits, max_len, self.loop),
+            step=step_,
+            search=search,
             cache=cache,
             limits=limits,
             shared=shared,
             outputs=outputs,
+            settled=self.strategy.item_done(search, step_, limits),  # (batch,)
         )
 
     def body(self, state: LoopState) -> LoopState:
@@ -306,7 +316,11 @@ class _Loop:
         items = None if self.loop.padded else state.outputs.items
         at = StepContext(state.step, state.limits, items, self.batch)
         search, reorder = self.strategy.advance(state.search, logits, at, self.loop)
-        state = state._replace(step=state.step + 1, search=search)
+        if not self.strategy.exact_stop:  # a settled item keeps its state: its results
+            search = self.freeze(state.settled, state.search, search)
+        step = state.step + 1
+        settled = state.settled | self.strategy.item_done(search, step, state.limits)
+        state = state._replace(step=step, search=search, settled=settled)  # settled: (active,)
         if self.loop.padded:
             if reorder is not None:
                 cache = gather_rows(cache, tf.reshape(reorder, [-1]))  # -> (batch * k, ...)
@@ -315,9 +329,21 @@ class _Loop:
             first = tf.range(tf.shape(reorder)[0])[:, None] * self.strategy.rows_per_item
             cache = self.reorder_cache(cache, reorder - first)  # parents within each item
         state = state._replace(cache=cache)
-        done = self.strategy.item_done(state.search, state.step, state.limits)  # (active,)
-        compact = should_compact(done, self.loop.shrink_threshold)
-        return tf.cond(compact, lambda: self.drop(state, done), lambda: state)
+        compact = should_compact(settled, self.loop.shrink_threshold)
+        return tf.cond(compact, lambda: self.drop(state, settled), lambda: state)
+
+    def freeze(self, settled, old, new):
+        """The strategy's state `new`, with the rows of the `settled` items (bool `(active,)`)
+        taken from `old` (its growing fields padded by one column first)."""
+        fields = []
+        for name, before, after in zip(old._fields, old, new):
+            if name in self.strategy.growing and not self.loop.padded:
+                pad = [[0, 0]] * (before.shape.rank - 1) + [[0, 1]]
+                fill = tf.cast(self.loop.pad_id, before.dtype)
+                before = tf.pad(before, pad, constant_values=fill)  # -> one column longer
+            keep = tf.reshape(settled, [-1] + [1] * (after.shape.rank - 1))  # (active, 1, ...)
+            fields.append(tf.where(keep, before, after))
+        return type(new)(*fields)
 
     def drop(self, state: LoopState, done) -> LoopState:
         """Store the results of the `done` items (bool `(active,)`) and drop their rows; the
@@ -331,12 +357,12 @@ class _Loop:
             limits=tf.gather(state.limits, kept),  # (kept,)
             shared=gather_rows(state.shared, kept),  # each (kept, ...)
             outputs=outputs._replace(items=tf.gather(outputs.items, kept)),  # (kept,)
+            settled=tf.gather(state.settled, kept),  # (kept,)
         )
 
     def keep_going(self, state: LoopState) -> tf.Tensor:
-        """False once every item is done (`maximum_iterations` bounds the rest)."""
-        done = self.strategy.item_done(state.search, state.step, state.limits)
-        return tf.logical_not(tf.reduce_all(done))
+        """False once every item is settled (`maximum_iterations` bounds the rest)."""
+        return tf.logical_not(tf.reduce_all(state.settled))
 
     def results(self, state: LoopState) -> tuple[tf.Tensor, tf.Tensor]:
         """The strategy's `results` of the final state, for the whole batch."""
@@ -365,6 +391,7 @@ class _Loop:
             limits=tf.TensorShape([None]),
             shared=tf.nest.map_structure(shrinking_shape, state.shared),
             outputs=outputs_shape(state.outputs),
+            settled=tf.TensorShape([None]),
         )
 
 
