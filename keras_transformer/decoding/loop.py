@@ -33,6 +33,10 @@ is not done at every step). Their results go to full-batch `Outputs` at their or
 (`tf.tensor_scatter_nd_update`); the live items keep their order, so the step function sees
 `(active * k, ...)` rows with `active` falling as items finish. A dropped item's results
 could not have changed, so dropping returns the same ids and scores (tests/test_shrinking.py).
+Where the strategy's stop is a heuristic (`Strategy.exact_stop` false: beam search's
+one-step lookahead), a step could still change a done item, so the loop freezes each item's
+state at the step it is first done (`LoopState.settled`): in both designs an item's results
+are then what it gets alone, whatever its batch.
 
 Fixed-size buffers (`LoopOptions(padded=True)`: static shapes, as XLA wants). The ids are
 `max_decode_length + 1` long from the start; the step function writes its cache at position
