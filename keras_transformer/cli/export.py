@@ -17,6 +17,18 @@ from collections.abc import Sequence
 
 from keras_transformer.cli import common
 
+# The decoder's kernel layouts an export can be told (the same translations, a matter of speed)
+LAYOUT_FLAGS = {
+    "--pad-kernels": "multiply the search's steps by padded copies of the decoder's kernels "
+    "(faster on CPUs whose products stop at AVX2; decoding/padded_kernels.py; "
+    "KERAS_TRANSFORMER_PAD_KERNELS overrides auto)",
+    "--transpose-kernels": "with --jit-compile: the search reads the decoder's kernels in "
+    "(out, in) order (faster at d_model 512 and more on the AVX2-only CPUs measured, slower on "
+    "AVX-512 ones; decoding/incremental.py; KERAS_TRANSFORMER_TRANSPOSE_KERNELS overrides "
+    "auto)",
+}
+LAYOUT_CHOICES = {"auto": None, "on": True, "off": False}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = common.make_parser(__doc__)
@@ -32,26 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--jit-compile", action="store_true", help="XLA for numeric decoding")
     common.add_dtype_argument(parser)
-    parser.add_argument(
-        "--pad-kernels",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="multiply the search's steps by padded copies of the decoder's kernels (faster "
-        "on CPUs whose products stop at AVX2; decoding/padded_kernels.py); auto: the rule for "
-        "the machine that exports (KERAS_TRANSFORMER_PAD_KERNELS overrides it); on/off: for "
-        "the servers' CPUs. The choice is printed and kept in assets.extra/export_info.json "
-        "(default: %(default)s)",
-    )
-    parser.add_argument(
-        "--transpose-kernels",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="with --jit-compile: the search reads the decoder's kernels in (out, in) order "
-        "(faster at d_model 512 and more on the AVX2-only CPUs measured, slower on AVX-512 "
-        "ones; decoding/incremental.py); auto: the rule for the machine that exports "
-        "(KERAS_TRANSFORMER_TRANSPOSE_KERNELS overrides it); on/off: for the servers' CPUs. "
-        "Kept in export_info.json (default: %(default)s)",
-    )
+    for flag, what in LAYOUT_FLAGS.items():
+        parser.add_argument(
+            flag, choices=tuple(LAYOUT_CHOICES), default="auto",
+            help=f"{what}; auto: the rule for the machine that exports, on/off: for the "
+            "servers' CPUs. The choice is printed and kept in "
+            "assets.extra/export_info.json (default: %(default)s)",
+        )  # fmt: skip
     common.add_document_arguments(parser, segment_by_default=True)
     parser.add_argument(
         "--guided", action="store_true",
@@ -59,9 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
         "constraints, avoid, glossary; BUILD.md); they add to the export's tracing time",
     )  # fmt: skip
     return parser
-
-
-PAD_KERNELS = {"auto": None, "on": True, "off": False}  # also --transpose-kernels
 
 
 def export(args: argparse.Namespace) -> int:
@@ -75,8 +71,8 @@ def export(args: argparse.Namespace) -> int:
         args.model_dir, args.export_base, args.model_name, args.version, args.weights,
         common.search_options(args), args.n_best, args.jit_compile,
         documents=common.document_options(args), dtype=args.dtype,
-        pad_kernels=PAD_KERNELS[args.pad_kernels], guided=args.guided,
-        transpose_kernels=PAD_KERNELS[args.transpose_kernels],
+        pad_kernels=LAYOUT_CHOICES[args.pad_kernels], guided=args.guided,
+        transpose_kernels=LAYOUT_CHOICES[args.transpose_kernels],
     )  # fmt: skip
     info = read_export_info(path)
     print(path)
