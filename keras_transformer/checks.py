@@ -6,6 +6,7 @@ Plain Python (no TensorFlow or Keras import), so every module can use it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,3 +59,14 @@ def _describe(kind, minimum=None, maximum=None, above=None, below=None) -> str:
     pairs = ((">=", minimum), ("<=", maximum), (">", above), ("<", below))
     bounds = [f"{op} {bound}" for op, bound in pairs if bound is not None]
     return " ".join([kind, " and ".join(bounds)]) if bounds else kind
+
+
+def env_switch(name: str) -> bool | None:
+    """The environment variable `name` as an on/off override: "1" True, "0" False, unset
+    None; any other value raises a ValueError that names it."""
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    if value not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1. Received: {value!r}")
+    return value == "1"

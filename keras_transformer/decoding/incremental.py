@@ -28,12 +28,12 @@ embedding in `(out, in)` order (`fixed_shape_step(..., transpose_kernels=True)`)
 from __future__ import annotations
 
 import contextlib
-import os
 
 import keras
 import tensorflow as tf
 
 from keras_transformer import onednn
+from keras_transformer.checks import env_switch
 from keras_transformer.decoding import padded_kernels, per_source, slot_cache
 from keras_transformer.decoding.loop import StepFunction
 from keras_transformer.model import Transformer
@@ -59,11 +59,9 @@ def transposed_kernels_pay(d_model: int, cpu_flags: set[str] | None = None) -> b
     for servers of another), else the rule above: d_model of at least `TRANSPOSE_MIN_D_MODEL`
     on an x86-64 CPU without AVX-512 (`cpu_flags`, default this machine's), never with a
     GPU (not measured)."""
-    value = os.environ.get(ENV_VAR)
-    if value is not None:
-        if value not in ("0", "1"):
-            raise ValueError(f"{ENV_VAR} must be 0 or 1. Received: {value!r}")
-        return value == "1"
+    override = env_switch(ENV_VAR)
+    if override is not None:
+        return override
     if d_model < TRANSPOSE_MIN_D_MODEL:
         return False
     if cpu_flags is None:

@@ -22,11 +22,11 @@ kind of machine for servers of another).
 
 from __future__ import annotations
 
-import os
-
 import keras
 import tensorflow as tf
 from keras import ops
+
+from keras_transformer.checks import env_switch
 
 PAD = 16  # floats added to each kernel row: one 64-byte cache line
 # Narrower kernels stay as they are: with `units` of 128 or 256 the padding cost more than it
@@ -115,11 +115,9 @@ def decoder_kernels(model, rows) -> list:
 def default_pad_kernels() -> bool:
     """Whether the commands' searches pad: `KERAS_TRANSFORMER_PAD_KERNELS=1|0` if set, else
     `onednn.padded_kernels_faster()` (this CPU's rule)."""
-    value = os.environ.get(ENV_VAR)
-    if value is not None:
-        if value not in ("0", "1"):
-            raise ValueError(f"{ENV_VAR} must be 0 or 1. Received: {value!r}")
-        return value == "1"
+    override = env_switch(ENV_VAR)
+    if override is not None:
+        return override
     from keras_transformer import onednn
 
     return onednn.padded_kernels_faster()
