@@ -243,6 +243,19 @@ def translate_ids(
     return ids, scores
 
 
+def default_pad_kernels(padded_decode: bool) -> bool:
+    """Whether a `Translator` pads the decoder's kernels by default: this machine's rule
+    (`padded_kernels.default_pad_kernels`), for the growing search only."""
+    return padded_kernels.default_pad_kernels() and not padded_decode
+
+
+def default_transpose_kernels(d_model: int, jit_compile: bool) -> bool:
+    """Whether a `Translator` of a model of width `d_model` reads the decoder's kernels
+    transposed by default: under XLA only, this machine's rule
+    (`incremental.transposed_kernels_pay`)."""
+    return jit_compile and incremental.transposed_kernels_pay(d_model)
+
+
 class Translator(tf.Module):
     """Strings in, strings out: in-graph sentence segmentation, SentencePiece, cached beam
     search (or sampling) and detokenization.
@@ -307,12 +320,10 @@ class Translator(tf.Module):
         self.alignment = alignment or AlignmentOptions()
         self.jit_compile = jit_compile
         if pad_kernels is None:
-            pad_kernels = padded_kernels.default_pad_kernels() and not search.padded_decode
+            pad_kernels = default_pad_kernels(search.padded_decode)
         self.pad_kernels = pad_kernels
-        if transpose_kernels is None:  # XLA's fixed step, (out, in) order: `incremental`'s rule
-            transpose_kernels = jit_compile and incremental.transposed_kernels_pay(
-                model.config.d_model
-            )
+        if transpose_kernels is None:
+            transpose_kernels = default_transpose_kernels(model.config.d_model, jit_compile)
         self.transpose_kernels = bool(jit_compile and transpose_kernels)
         self._searches = {}  # "n_best_<k>" / "sample_<method>" -> tf.function over source ids
         self._warned = False

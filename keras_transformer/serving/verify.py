@@ -21,20 +21,21 @@ import tensorflow as tf
 
 from keras_transformer import artifacts
 from keras_transformer.config import SearchOptions
-from keras_transformer.decoding.translator import Translator
+from keras_transformer.decoding.translator import (
+    Translator,
+    default_pad_kernels,
+    default_transpose_kernels,
+)
 from keras_transformer.serving.signatures import INPUT_KEY, SERVING_SIGNATURE
 
 
 def machine_layout(d_model: int, jit_compile: bool) -> dict:
-    """The kernel layouts an export made on this machine would get, for a model of width
-    `d_model`, with or without XLA: `{"pad_kernels": bool, "transpose_kernels": bool}`
-    (`padded_kernels.default_pad_kernels` for the growing search,
-    `incremental.transposed_kernels_pay` under XLA)."""
-    from keras_transformer.decoding import incremental, padded_kernels
-
+    """The kernel layouts an export made on this machine would get (its translator's
+    defaults), for a model of width `d_model`, with or without XLA (an XLA export searches
+    on fixed buffers): `{"pad_kernels": bool, "transpose_kernels": bool}`."""
     return {
-        "pad_kernels": (not jit_compile) and padded_kernels.default_pad_kernels(),
-        "transpose_kernels": jit_compile and incremental.transposed_kernels_pay(d_model),
+        "pad_kernels": default_pad_kernels(padded_decode=jit_compile),
+        "transpose_kernels": default_transpose_kernels(d_model, jit_compile),
     }
 
 
