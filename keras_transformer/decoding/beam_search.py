@@ -211,9 +211,7 @@ class BeamSearch(Strategy):
         finishes = ends & in_beam & (length <= limits) & (topk_log_probs > NEG_INF)
         new_scores = tf.where(finishes, topk_log_probs / length_penalty(length, self.alpha),
                               NEG_INF)  # fmt: skip
-        old_ids = state.finished_ids
-        if not loop.padded:  # -> (active, beam, length + 1)
-            old_ids = tf.pad(old_ids, [[0, 0], [0, 0], [0, 1]], constant_values=loop.pad_id)
+        old_ids = loop.grow(state.finished_ids)  # growing: -> (active, beam, length + 1)
         all_scores = tf.concat([state.finished_scores, new_scores], 1)  # (active, 3 * beam)
         all_ids = tf.concat([old_ids, topk_ids], 1)  # (active, 3 * beam, length)
         finished_scores, pos = tf.math.top_k(all_scores, k=self.beam_size)  # old ones win ties

@@ -390,9 +390,7 @@ class GuidedBeamSearch(BeamSearch):
         finishes = ends & valid & (rank < self.beam_size) & (length <= limits)
         new_scores = tf.where(finishes, scores / length_penalty(length, self.alpha), NEG_INF)
         new_met = tf.reduce_all(met, axis=2) & finishes  # (active, N)
-        old_ids = state.finished_ids
-        if not loop.padded:
-            old_ids = tf.pad(old_ids, [[0, 0], [0, 0], [0, 1]], constant_values=loop.pad_id)
+        old_ids = loop.grow(state.finished_ids)  # growing: -> (active, beam, length + 1)
         all_met = tf.concat([state.finished_met, new_met], 1)  # (active, beam + N)
         all_scores = tf.concat([state.finished_scores, new_scores], 1)
         pos = met_first(all_met, all_scores, self.beam_size)  # (active, beam)

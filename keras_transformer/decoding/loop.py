@@ -92,6 +92,14 @@ class LoopOptions:
         paddings = [[0, 0]] * (ids.shape.rank - 1) + [[0, max_len]]
         return tf.pad(ids, paddings, constant_values=self.pad_id)
 
+    def grow(self, ids) -> tf.Tensor:
+        """`ids (..., length)` kept from the step before -> `(..., length + 1)` (with
+        `pad_id`) when growing, as they are when padded: beside the step's new ids."""
+        if self.padded:
+            return ids
+        paddings = [[0, 0]] * (ids.shape.rank - 1) + [[0, 1]]
+        return tf.pad(ids, paddings, constant_values=tf.cast(self.pad_id, ids.dtype))
+
     def write_token(self, ids, tokens, position) -> tf.Tensor:
         """Put `tokens (batch, k)` at `position` of `ids (batch, k, length)`: a new column
         when growing, in place when padded."""
@@ -341,10 +349,8 @@ class _Loop:
         taken from `old` (its growing fields padded by one column first)."""
         fields = []
         for name, before, after in zip(old._fields, old, new):
-            if name in self.strategy.growing and not self.loop.padded:
-                pad = [[0, 0]] * (before.shape.rank - 1) + [[0, 1]]
-                fill = tf.cast(self.loop.pad_id, before.dtype)
-                before = tf.pad(before, pad, constant_values=fill)  # -> one column longer
+            if name in self.strategy.growing:
+                before = self.loop.grow(before)  # growing: -> one column longer
             keep = tf.reshape(settled, [-1] + [1] * (after.shape.rank - 1))  # (active, 1, ...)
             fields.append(tf.where(keep, before, after))
         return type(new)(*fields)
