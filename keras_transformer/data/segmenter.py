@@ -132,8 +132,9 @@ class Segmentation(NamedTuple):
         if translations.shape.rank == 2:  # -> (num_segments, k): StringJoin does not broadcast
             after = tf.broadcast_to(after[:, None], tf.shape(translations))
         joined = tf.strings.join([translations, after])
-        rows = tf.RaggedTensor.from_row_lengths(joined, counts)  # (batch, None[, k])
-        return tf.strings.reduce_join(rows, axis=1)  # -> (batch[, k])
+        return tf.strings.unsorted_segment_join(  # -> (batch[, k])
+            joined, self.segments.value_rowids(), self.segments.nrows()
+        )
 
 
 def _full_match(texts: tf.Tensor, pattern: str) -> tf.Tensor:
@@ -191,9 +192,10 @@ def segment(texts, rules=RULES) -> Segmentation:
         tf.boolean_mask(values, keep), tf.boolean_mask(segment_id, keep),
         num_segments=tf.reduce_sum(count),
     )  # fmt: skip  # -> (num_segments,)
-    return Segmentation(
-        segments=tf.RaggedTensor.from_row_lengths(flat, count),
-        separators=tf.RaggedTensor.from_row_lengths(tf.boolean_mask(values, split_part), count - 1),
+    separators = tf.boolean_mask(values, split_part)  # (num_segments - batch,)
+    return Segmentation(  # row lengths valid by construction: no assertion ops
+        segments=tf.RaggedTensor.from_row_lengths(flat, count, validate=False),
+        separators=tf.RaggedTensor.from_row_lengths(separators, count - 1, validate=False),
     )
 
 

@@ -160,7 +160,9 @@ def translate_documents(
         lengths = tf.RaggedTensor.from_tensor(pieces.row_lengths()[:, None])  # one chunk each
     else:
         lengths = cut_lengths(pieces, options.segment_limit(max_length), ranks)
-    chunks = tf.RaggedTensor.from_row_lengths(pieces.values, lengths.flat_values)  # (chunks, None)
+    chunks = tf.RaggedTensor.from_row_lengths(  # (chunks, None); the lengths add up to rows
+        pieces.values, lengths.flat_values, validate=False
+    )
     filled = tf.where(chunks.row_lengths() > 0)  # (filled, 1): chunks with pieces
     source = tf.gather(chunks, filled[:, 0])
     eos = tf.fill([source.nrows(), 1], tf.constant(eos_id, source.dtype))
@@ -169,12 +171,16 @@ def translate_documents(
     shape = tf.stack([chunks.nrows(), k])
     chunk_texts = tf.scatter_nd(filled, out_texts, shape)  # -> (chunks, k), "" where empty
     chunk_scores = tf.scatter_nd(filled, out_scores, shape)  # -> (chunks, k), 0 where empty
-    per_segment = lengths.row_lengths()  # chunks per segment (segments,)
-    texts_by_segment = tf.RaggedTensor.from_row_lengths(chunk_texts, per_segment)
-    translations = tf.strings.reduce_join(texts_by_segment, axis=1, separator=" ")  # (segs, k)
-    scores = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(chunk_scores, per_segment), axis=1)
+    # Per segment: the segment ops a ragged reduce would run, without building the ragged
+    # tensors (their construction and checks are TF ops that every request pays for)
+    segment_of_chunk, segments = lengths.value_rowids(), lengths.nrows()  # (chunks,), ()
+    translations = tf.strings.unsorted_segment_join(
+        chunk_texts, segment_of_chunk, segments, separator=" "
+    )  # -> (segments, k)
+    scores = tf.math.unsorted_segment_sum(chunk_scores, segment_of_chunk, segments)
     if segmentation is None:
         return translations, scores
-    counts = segmentation.segments.row_lengths()  # segments per input (batch,)
-    document_scores = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(scores, counts), axis=1)
+    document_scores = tf.math.unsorted_segment_sum(  # -> (batch, k)
+        scores, segmentation.segments.value_rowids(), segmentation.segments.nrows()
+    )
     return segmentation.join(translations), document_scores
