@@ -3,6 +3,7 @@ quiet about TensorFlow's start-up, and ending a user error with one `error:` lin
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -275,3 +276,19 @@ def test_score_command_in_input_order_with_progress(model_dir, tmp_path, capsys)
                stdin="The cat\tDie Katze\nno tab\n")  # fmt: skip
     assert run.returncode == 2 and run.stdout == ""
     assert "error: line 2 has no tab" in run.stderr
+
+
+def test_one_best_that_found_nothing_is_valid_json():
+    from keras_transformer.serving.client import format_results
+
+    # A guided search that finds nothing returns "" with score -inf (the export's contract).
+    outputs = {"translations": ["Guten Tag.", ""], "scores": [-0.25, float("-inf")]}
+    lines = format_results(["a", "b"], outputs, as_json=True)
+
+    def strict(name):  # JSON has no -Infinity or NaN
+        pytest.fail(f"{name} in {lines}")
+
+    rows = [json.loads(line, parse_constant=strict) for line in lines]
+    assert [r["scores"] for r in rows] == [-0.25, None]
+    assert [r["translations"] for r in rows] == ["Guten Tag.", ""]
+    assert format_results(["a", "b"], outputs) == ["-0.2500\tGuten Tag.", "-inf\t"]

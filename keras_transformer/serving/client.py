@@ -182,7 +182,8 @@ def format_results(
 ) -> list[str]:
     """Lines for one batch of results, `texts[i]` being input number `start + i`:
 
-    - 1-best: "score<TAB>translation" per input;
+    - 1-best: "score<TAB>translation" per input (a guided search that finds nothing: "",
+      score -inf; in JSON, score null);
     - n-best: "input<TAB>rank<TAB>score<TAB>translation" per hypothesis, best first; a
       hypothesis scored -inf (`translate_alternatives` where fewer continuations exist) is
       left out, in lines and JSON alike;
@@ -211,6 +212,8 @@ def format_results(
             kept = [(t, float(c)) for t, c in zip(row["translations"], row["scores"])
                     if float(c) != float("-inf")]  # fmt: skip
             row["translations"], row["scores"] = [t for t, _ in kept], [c for _, c in kept]
+        elif as_json and float(row["scores"]) == float("-inf"):  # 1-best, nothing found
+            row["scores"] = None  # null, not JSON's invalid -Infinity
     for key in ("alignments", "warnings"):  # translate_markup
         for row, value in zip(rows, outputs.get(key, [])):
             row[key] = value
