@@ -187,15 +187,20 @@ def segment(texts, rules=RULES) -> Segmentation:
     starts = tf.equal(position, 0) | follows_split  # first part of a segment
     segment_id = tf.cumsum(tf.cast(starts, tf.int32)) - 1  # (parts,); gaps join the word before
     keep = ~split_part
-    count = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), rows, parts.nrows())
+    segment_rows = tf.boolean_mask(rows, starts)  # (num_segments,): the input of each
     flat = tf.strings.unsorted_segment_join(
         tf.boolean_mask(values, keep), tf.boolean_mask(segment_id, keep),
-        num_segments=tf.reduce_sum(count),
+        num_segments=tf.size(segment_rows),
     )  # fmt: skip  # -> (num_segments,)
+    # Built from their row ids, which the segments then keep: `join` and the documents' score
+    # sums read them without computing them again. Valid by construction: no assertion ops.
+    segments = tf.RaggedTensor.from_value_rowids(flat, segment_rows, parts.nrows(), validate=False)
     separators = tf.boolean_mask(values, split_part)  # (num_segments - batch,)
-    return Segmentation(  # row lengths valid by construction: no assertion ops
-        segments=tf.RaggedTensor.from_row_lengths(flat, count, validate=False),
-        separators=tf.RaggedTensor.from_row_lengths(separators, count - 1, validate=False),
+    return Segmentation(
+        segments=segments,
+        separators=tf.RaggedTensor.from_row_lengths(
+            separators, segments.row_lengths() - 1, validate=False
+        ),
     )
 
 
