@@ -39,16 +39,12 @@ def machine_layout(d_model: int, jit_compile: bool) -> dict:
     }
 
 
-LAYOUT_FLAGS = {  # export_info key: (what the export does when true, when false, the flag)
-    "pad_kernels": (
-        "pads the decoder's kernels",
-        "does not pad the decoder's kernels",
-        "--pad-kernels",
-    ),
+# export_info key (and, dashed, the export's flag): what the export does when true, when false
+LAYOUTS = {
+    "pad_kernels": ("pads the decoder's kernels", "does not pad the decoder's kernels"),
     "transpose_kernels": (
         "reads the decoder's kernels transposed",
         "reads the decoder's kernels as stored",
-        "--transpose-kernels",
     ),
 }
 
@@ -58,9 +54,10 @@ def layout_notes(info: dict, here: dict) -> list[str]:
     differs from `here` (`machine_layout`); none for an export without the record."""
     notes = []
     traced = ", ".join(info.get("traced_on", {}).get("cpu_flags", [])) or "unknown flags"
-    for key, (does, does_not, flag) in LAYOUT_FLAGS.items():
+    for key, (does, does_not) in LAYOUTS.items():
         if key not in info or bool(info[key]) == bool(here[key]):
             continue
+        flag = "--" + key.replace("_", "-")  # keras-transformer-export's
         export_does = does if info[key] else does_not
         notes.append(
             f"kernel layout: the export {export_does} (traced on a CPU with {traced}); this "
