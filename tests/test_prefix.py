@@ -70,6 +70,10 @@ def answers(tiny):
     results["alternatives"] = run(alternatives, TEXTS[:2], ["Der ", ""])
     # Two sentences, the first one's unfinished word with fewer completions than 3.
     results["few alternatives"] = run(alternatives, [TEXTS[0] + " " + TEXTS[2]], ["Der Hu"])
+    # Two sentences: the alternatives come from the first; the second is searched once.
+    results["two sentences"] = run(alternatives, [TEXTS[0] + " " + TEXTS[1]], ["Der "])
+    results["first alone"] = run(alternatives, TEXTS[:1], ["Der "])
+    results["second alone"] = run(guided, TEXTS[1:2])
     return results
 
 
@@ -164,6 +168,44 @@ def test_alternatives_differ_after_the_prefix_and_come_ranked(answers):
         assert all(t.startswith(prefix) for t in row)
         assert len(set(row)) == 3
     assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+@pytest.mark.slow
+def test_alternatives_of_two_sentences_are_the_first_ones_with_the_second_joined(answers):
+    # Independent reference: each sentence translated in a request of its own.
+    out, first, second = answers["two sentences"], answers["first alone"], answers["second alone"]
+    rest = second["translations"][0].decode()
+    joined = [f"{t.decode()} {rest}" for t in first["translations"][0]]
+    assert [t.decode() for t in out["translations"][0]] == joined
+    np.testing.assert_allclose(
+        out["scores"][0], first["scores"][0] + second["scores"][0], rtol=1e-5
+    )
+
+
+def test_alternatives_search_only_the_sentence_they_branch(one_layer_model_dir, monkeypatch):
+    # k searches for the sentence that takes the prefix and its alternatives, one for each
+    # other sentence (their k outputs would be the same), counted at the search itself.
+    from keras_transformer.data.segmenter import segment
+    from keras_transformer.decoding import guided
+
+    model, _, tokenizer = load_trained(one_layer_model_dir)
+    translator = Translator(model, tokenizer, SearchOptions(beam_size=1, max_extra_length=1))
+    searched = []
+    search = guided.guided_ids
+
+    def counting(model, source_ids, *args, **kwargs):
+        searched.append(int(tf.shape(source_ids)[0]))
+        return search(model, source_ids, *args, **kwargs)
+
+    monkeypatch.setattr(guided, "guided_ids", counting)
+    texts = [" ".join(TEXTS[:3]), TEXTS[3], ""]
+    out = guided.translate_guided(translator, texts, prefix=["", "Der ", "Le "], alternatives=3)
+    sentences = segment(tf.constant(texts)).segments.row_lengths().numpy().tolist()
+    assert sentences == [3, 1, 1]  # the count below needs the first input split in three
+    # The first input's first sentence and the second input's: 3 each; one search for each of
+    # the other two sentences; the empty input's empty sentence takes the prefix: 3.
+    assert searched == [3 + 2 + 3 + 3]
+    assert out["translations"].shape == (3, 3)
 
 
 @pytest.mark.slow

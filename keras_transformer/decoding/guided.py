@@ -20,7 +20,9 @@ Every input is a string `(batch,)` ("" for none), so a server can batch requests
   output does not stop there). The output is the prefix itself followed by the detokenized
   continuation.
 - `alternatives=k`: k continuations of the prefix that differ in their first piece (the k
-  most likely), each completed by beam search, ranked by score.
+  most likely), each completed by beam search, ranked by score. Only the sentence that takes
+  the prefix branches (k searches); each other sentence is searched once and its
+  translation joined to every alternative.
 - `constraints`: tab-separated target phrases that must appear; `avoid`: tab-separated
   phrases that never do; `glossary`: `source<TAB>target` lines: the target is a constraint of
   every sentence whose source contains the source term (case-insensitive, at word
@@ -350,12 +352,17 @@ def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: G
     alternative = tf.fill(tf.shape(sentences), -1)
     blank = lambda t: tf.equal(tf.strings.length(tf.strings.strip(t)), 0)  # noqa: E731
     idle = blank(sentences) & blank(prefix) & tf.equal(wanted.row_lengths(), 0)  # nothing to do
+    # Searches (n,) of the chunks (m,): k for a chunk that takes the alternatives (`first`),
+    # one for any other chunk, whose k outputs are the same (`spread`, below).
+    searches = tf.ones_like(alternative)
     if alternatives:
-        copies = tf.repeat(tf.range(tf.shape(sentences)[0]), k)  # (m * k,)
-        repeat = lambda t: tf.gather(t, copies)  # noqa: E731  # (m * k, ...), ragged too
+        searches = tf.where(first, k, 1)  # (m,)
+        copies = tf.repeat(tf.range(tf.shape(sentences)[0]), searches)  # (n,) chunk of each
+        repeat = lambda t: tf.gather(t, copies)  # noqa: E731  # (n, ...), ragged too
         source, forced, first_allowed = repeat(source), repeat(forced), repeat(first_allowed)
         wanted_ids, avoid_ids, head_ids = repeat(wanted_ids), repeat(avoid_ids), repeat(head_ids)
-        ranks = tf.tile(tf.range(k), tf.shape(sentences))
+        starts = tf.cumsum(searches, exclusive=True)  # (m,) each chunk's first search
+        ranks = tf.range(tf.shape(copies)[0]) - tf.gather(starts, copies)  # (n,) 0..k-1
         alternative = tf.where(repeat(first), ranks, -1)
         prefix, idle = repeat(prefix), repeat(idle)
     guide = Guide.build(tf.shape(source)[0], config.vocab_size, prefix_ids=forced,
@@ -373,11 +380,18 @@ def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: G
     texts = tf.where(idle, "", texts)
     scores = tf.where(idle, 0.0, scores)
     met = met | idle
-    reshape = lambda t: tf.reshape(t, [-1, k])  # noqa: E731  # -> (m, k)
-    texts, scores, met = reshape(texts), reshape(scores), reshape(met)
+    texts, scores, met = [spread(t, searches, k) for t in (texts, scores, met)]  # (m, k) each
     order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
     take = lambda t: tf.gather(t, order, batch_dims=1)  # noqa: E731
     return take(texts), take(scores), take(met)
+
+
+def spread(results, searches, k: int) -> tf.Tensor:
+    """Per-search `results (n,)`, `searches (m,)` consecutive searches per chunk (k or 1) ->
+    `(m, k)`: a chunk's k searches side by side, or its one search k times."""
+    starts = tf.cumsum(searches, exclusive=True)  # (m,)
+    offsets = tf.minimum(tf.range(k)[None, :], searches[:, None] - 1)  # (m, k)
+    return tf.gather(results, starts[:, None] + offsets)  # (m, k)
 
 
 def guided_function(translator, alternatives: int = 0, limits: GuideLimits | None = None,
