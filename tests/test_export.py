@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -329,6 +330,25 @@ def test_ops_are_stock_tensorflow_plus_sentencepiece(export_dir):
     assert not [op for op in ops if op.startswith("Xla")]  # need XLA, off in TF Serving
     # Every op is known to a process without tensorflow_text, except the SentencePiece ones.
     assert ex.unregistered_ops(ops) == ops & ex.SENTENCEPIECE_OPS
+
+
+def stored_traces(export_dir) -> Counter:
+    """How many graphs of each traced function `saved_model.pb` holds: its library's
+    `__inference_<name>_<number>` functions counted by name."""
+    library = ex.read_saved_model(export_dir).meta_graphs[0].graph_def.library
+    names = [f.signature.name for f in library.function]
+    return Counter(re.sub(r"_\d+$", "", n) for n in names if n.startswith("__inference_"))
+
+
+def test_each_signature_graph_is_stored_once(export_dir):
+    # A SignatureDef given to tf.saved_model.save as a concrete function is stored a second
+    # time beside the tracked tf.function's own trace (export size and load time ~doubled).
+    traces = stored_traces(export_dir)
+    methods = ["translate", "translate_nbest", "translate_sample", "score", "segment",
+               "translate_markup", "align"]  # fmt: skip
+    assert {m: traces[f"__inference_{m}"] for m in methods} == {m: 1 for m in methods}
+    signatures = ex.read_saved_model(export_dir).meta_graphs[0].signature_def
+    assert set(signatures) - {"__saved_model_init_op"} == set(SIGNATURES)  # one method each
 
 
 def test_signature_defaults_are_the_sampling_defaults(export_dir):

@@ -5,13 +5,14 @@ bounded time while the server keeps serving."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 import tensorflow as tf
 
 from keras_transformer.serving import client
-from keras_transformer.serving.export import unservable_ops
+from keras_transformer.serving.export import read_saved_model, unservable_ops
 from keras_transformer.testing.serving_double import serve_grpc, serve_rest
 
 pytestmark = pytest.mark.slow  # a module fixture exports a model
@@ -48,6 +49,14 @@ def direct(service, signature, texts, guides) -> dict:
 
 def test_guided_export_has_only_servable_ops(serving_export_dir):
     assert unservable_ops(serving_export_dir) == set()
+
+
+def test_guided_graphs_are_stored_once(serving_export_dir):
+    # As test_export's check of the other signatures: each traced once, stored once.
+    library = read_saved_model(serving_export_dir).meta_graphs[0].graph_def.library
+    names = [f.signature.name for f in library.function]
+    for method in ("_guided_one", "_guided_alternatives", "translate"):
+        assert len([n for n in names if re.fullmatch(f"__inference_{method}_\\d+", n)]) == 1
 
 
 @pytest.mark.parametrize("transport", ["grpc", "rest"])

@@ -286,19 +286,23 @@ class TranslationModule(tf.Module):
         return {key: tf.ensure_shape(out[key], shape) for key in GUIDED_OUTPUT_KEYS}
 
     def signatures(self) -> dict:
+        """The SignatureDefs: each the module's own `tf.function` (input signatures fixed), not
+        a concrete function of it. `tf.saved_model.save` stores a signature given as a
+        concrete function a second time beside the tracked function's own trace: every
+        graph twice (this module's saved_model.pb was 1.9x as large and loaded 1.7x as
+        slowly; benchmarks/results/2026-11-27-export-graph-once.md)."""
         signatures = {
-            SERVING_SIGNATURE: self.translate.get_concrete_function(),
-            NBEST_SIGNATURE: self.translate_nbest.get_concrete_function(),
-            SAMPLE_SIGNATURE: self.translate_sample,  # a tf.function: keeps its defaults
-            SCORE_SIGNATURE: self.score.get_concrete_function(),
-            SEGMENT_SIGNATURE: self.segment.get_concrete_function(),
-            MARKUP_SIGNATURE: self.translate_markup.get_concrete_function(),
-            ALIGN_SIGNATURE: self.align.get_concrete_function(),
+            SERVING_SIGNATURE: self.translate,
+            NBEST_SIGNATURE: self.translate_nbest,
+            SAMPLE_SIGNATURE: self.translate_sample,  # keeps its defaults too
+            SCORE_SIGNATURE: self.score,
+            SEGMENT_SIGNATURE: self.segment,
+            MARKUP_SIGNATURE: self.translate_markup,
+            ALIGN_SIGNATURE: self.align,
         }
         if self.guided:
-            signatures[GUIDED_SIGNATURE] = self.translate_guided.get_concrete_function()
-            alternatives = self.translate_alternatives.get_concrete_function()
-            signatures[ALTERNATIVES_SIGNATURE] = alternatives
+            signatures[GUIDED_SIGNATURE] = self.translate_guided
+            signatures[ALTERNATIVES_SIGNATURE] = self.translate_alternatives
         return signatures
 
 
@@ -372,13 +376,19 @@ def write_warmup_file(
     return path
 
 
-def saved_model_op_types(export_dir: str) -> set[str]:
-    """Every op type in `saved_model.pb`: the graphs and all their library functions."""
+def read_saved_model(export_dir: str):
+    """The `SavedModel` proto of `export_dir/saved_model.pb`."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
     with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
         saved_model.ParseFromString(f.read())
+    return saved_model
+
+
+def saved_model_op_types(export_dir: str) -> set[str]:
+    """Every op type in `saved_model.pb`: the graphs and all their library functions."""
+    saved_model = read_saved_model(export_dir)
     ops = set()
     for meta_graph in saved_model.meta_graphs:
         library = meta_graph.graph_def.library
