@@ -278,6 +278,19 @@ def test_translator_strings_batches_and_export_signature(model_dir, caplog):
     xla = Translator(model, tokenizer, padded, jit_compile=True)
     assert xla(texts[:2]) == outputs[:2]
     assert xla(texts[:3]) == outputs[:3]  # 3 sentences, searched as 4 rows (pad_rows)
+    # Sampling under XLA: the same buckets (a compile per bucket, not per batch size); greedy
+    # draws nothing, so its rows must be the plain translator's, in order.
+    shapes = []
+    sample = xla.sample_function("greedy")
+    xla._searches["sample_greedy"] = lambda source, *knobs: (
+        shapes.append(tuple(source.shape)) or sample(source, *knobs)
+    )  # fmt: skip
+    three = tf.constant([texts[0], texts[2], "Le chat dort number 12"])  # 3 sentences
+    greedy = xla.sample_tensors(three, "greedy")
+    want = translator.sample_tensors(three, "greedy")
+    assert greedy["translations"].numpy().tolist() == want["translations"].numpy().tolist()
+    np.testing.assert_allclose(greedy["scores"], want["scores"], atol=1e-4)
+    assert shapes and all(rows & (rows - 1) == 0 and width % 16 == 0 for rows, width in shapes)
 
 
 def test_keras_file_round_trip_decodes_without_config(model, config, tmp_path):

@@ -81,6 +81,7 @@ def decode_sources(
     strategy: Strategy,
     pad_kernels: bool | None = None,
     transpose_kernels: bool = False,
+    rows=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """`loop.decode` with `strategy` over the cached decoder of `model`, TF ops only
     (XLA-compatible with padded_decode): right-padded source ids are prepared
@@ -91,12 +92,16 @@ def decode_sources(
     `pad_kernels` (growing buffers only): whether the step multiplies by padded copies of the
     decoder's weights (`decoding.padded_kernels`); None: `padded_kernels.default_pad_kernels()`.
     `transpose_kernels` (fixed buffers, XLA only): `incremental.fixed_shape_step`'s.
+    `rows` (int32 scalar, default all): only the first `rows` sources are decoded; the others
+    (padding rows under XLA) get a length limit of 0, done before the first step.
 
     Returns the strategy's `(ids, scores)`, ids with BOS first."""
     config = model.config
     source, lengths = prepare_source(source_ids, config)
     memory, memory_mask = model.encode(source)  # once per batch
     limits = tf.minimum(lengths + options.max_extra_length, config.max_length)  # (batch,)
+    if rows is not None:
+        limits = tf.where(tf.range(tf.shape(limits)[0]) < rows, limits, 0)
     # Static under XLA: computed from the (padded) source width, not from its values.
     max_len = tf.minimum(tf.shape(source)[1] + options.max_extra_length, config.max_length)
     loop = LoopOptions(config.eos_id, config.pad_id, padded=options.padded_decode)
@@ -176,18 +181,21 @@ def sample_ids(
     seed=0,
     pad_kernels: bool | None = None,
     transpose_kernels: bool = False,
+    rows=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Greedy or sampled decoding of right-padded source ids, TF ops only: the sampling
     counterpart of `search_ids` (same source preparation and output length limits, taken from
     `options`; `method` and knobs as in `decoding.sampling.SamplingOptions`, seed an int or a
-    pair; `pad_kernels` and `transpose_kernels` as in `decode_sources`).
+    pair; `pad_kernels`, `transpose_kernels` and `rows` as in `decode_sources`: padding rows
+    draw tokens of their own, so unlike beam search's copies they would not finish with the
+    row they copy).
 
     Returns int32 `(batch, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch,)` scores log P(y | x) / lp(|y|) with `options.alpha`, as beam search scores."""
     config = model.config
     sampling = SamplingOptions(method, top_k, top_p, temperature, seed=seed_pair(seed))
     ids, log_probs = decode_sources(
-        model, source_ids, options, Sampling(sampling), pad_kernels, transpose_kernels
+        model, source_ids, options, Sampling(sampling), pad_kernels, transpose_kernels, rows
     )
     ids = ids[:, 1:]  # drop BOS -> (batch, max_len)
     length = tf.reduce_sum(tf.cast(tf.not_equal(ids, config.pad_id), tf.int32), axis=1)
@@ -347,7 +355,8 @@ class Translator(tf.Module):
     def sample_function(self, method: str):
         """The `tf.function` (XLA if `jit_compile`) of `sample_ids` for `method` ("greedy" or
         "sample"): `(source_ids int32 (batch, src_len), temperature float32 (), top_k int32 (),
-        top_p float32 (), seed int64 (2,))` -> `(ids (batch, len), scores (batch,))`."""
+        top_p float32 (), seed int64 (2,), rows int32 ())` -> `(ids (batch, len), scores
+        (batch,))`; `rows`: the sources to decode (the others are padding rows)."""
         key = f"sample_{method}"
         if key not in self._searches:
             specs = [
@@ -356,9 +365,10 @@ class Translator(tf.Module):
                 tf.TensorSpec([], tf.int32, name="top_k"),
                 tf.TensorSpec([], tf.float32, name="top_p"),
                 tf.TensorSpec([2], tf.int64, name="seed"),
+                tf.TensorSpec([], tf.int32, name="rows"),
             ]
             self._searches[key] = tf.function(
-                lambda source, temperature, top_k, top_p, seed: sample_ids(
+                lambda source, temperature, top_k, top_p, seed, rows: sample_ids(
                     self.model,
                     source,
                     self.options,
@@ -369,6 +379,7 @@ class Translator(tf.Module):
                     seed,
                     self.pad_kernels,
                     self.transpose_kernels,
+                    rows,
                 ),
                 input_signature=specs,
                 jit_compile=self.jit_compile,
@@ -468,7 +479,9 @@ class Translator(tf.Module):
             top_k: keep the k most likely tokens; 0 turns the filter off (1 is greedy).
             top_p: keep the nucleus of probability mass p in (0, 1]; 1 turns it off.
             seed: int or int scalar tensor (or an int64 `(2,)` pair): the same seed and batch
-                give the same translations.
+                give the same translations. Under XLA the rows are padded to a power of two
+                (as for beam search, one compile per bucket), so the draws are the padded
+                batch's.
 
         Python values are checked here (ValueError); tensors (a served request) by assertions
         in the graph (InvalidArgumentError). Scores are log P(y | x) / lp(|y|), the model's
@@ -495,8 +508,10 @@ class Translator(tf.Module):
         def run(source, batch_index):
             # Search batch i draws with [seed0, seed1 + i * 2**32]: batch 0 with the seed given.
             offset = tf.cast(batch_index, tf.int64) * 2**32
-            source = self._xla_width(source)
-            ids, scores = function(source, temperature, top_k, top_p, seed + [0, offset])
+            draws, rows = seed + [0, offset], tf.shape(source)[0]
+            ids, scores = self._xla_search(
+                lambda padded: function(padded, temperature, top_k, top_p, draws, rows), source
+            )  # fmt: skip  # under XLA: width and batch buckets, as beam search
             return self.tokenizer.detokenize(ids)[:, None], scores[:, None]  # -> (b, 1)
 
         texts, scores = self._translate_whole(text, run, 1)
