@@ -225,6 +225,22 @@ def test_top_k_sampling_stays_in_the_top_k():
     np.testing.assert_array_equal(ids.numpy(), again.numpy())  # stateless: reproducible
 
 
+@pytest.mark.parametrize("padded", [False, True])
+def test_sampling_rows_past_the_real_ones_are_done_before_the_first_step(model, config, padded):
+    # XLA's padding rows (`rows=`): nothing decoded for them, the real rows' draws unchanged
+    # (reference: the same call decoding every row).
+    from keras_transformer.decoding.translator import sample_ids
+
+    source = _sources(np.random.default_rng(4), [5, 3, 6, 4], config.vocab_size)
+    search = SearchOptions(max_extra_length=6, padded_decode=padded)
+    full_ids, full_scores = sample_ids(model, source, search, "sample", top_k=5, seed=9)
+    ids, scores = sample_ids(model, source, search, "sample", top_k=5, seed=9, rows=2)
+    np.testing.assert_array_equal(ids.numpy()[:2], full_ids.numpy()[:2])
+    np.testing.assert_allclose(scores.numpy()[:2], full_scores.numpy()[:2], rtol=1e-5)
+    assert (ids.numpy()[2:] == config.pad_id).all()
+    assert (full_ids.numpy()[2:] != config.pad_id).any()
+
+
 def test_top_p_sampling_stays_in_the_nucleus():
     probs = np.array([0.05, 0.4, 0.02, 0.3, 0.15, 0.08], np.float64)
     fn = _fixed_logits_fn(np.log(probs))
