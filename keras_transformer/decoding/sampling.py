@@ -67,10 +67,19 @@ def filter_logits(logits, top_k=0, top_p=1.0) -> tf.Tensor:
 
     Logits `(batch, vocab)`. `top_k` and `top_p` may be scalar tensors (one sort, no
     data-dependent shapes: fine under XLA). With one of them off it keeps what `top_k_filter`
-    or `top_p_filter` keeps, ties with the last kept token included."""
-    vocab = tf.shape(logits)[-1]
+    or `top_p_filter` keeps, ties with the last kept token included. With both off (the
+    defaults of `translate_sample`) the logits come back as they are, without the sort (a
+    `tf.cond`)."""
     top_k = tf.cast(top_k, tf.int32)
     top_p = tf.cast(top_p, logits.dtype)
+    off = (top_k <= 0) & (top_p >= 1.0)
+    return tf.cond(off, lambda: logits, lambda: _filter(logits, top_k, top_p))
+
+
+def _filter(logits, top_k, top_p) -> tf.Tensor:
+    """`filter_logits` with one of `top_k` (int32 scalar) and `top_p` (scalar) on, by one
+    sort of each row."""
+    vocab = tf.shape(logits)[-1]
     k = tf.where(top_k > 0, tf.minimum(top_k, vocab), vocab)  # ()
     sorted_logits = tf.sort(logits, direction="DESCENDING", axis=-1)  # (batch, vocab)
     in_top_k = tf.range(vocab)[None, :] < k  # (1, vocab)
