@@ -323,12 +323,15 @@ def test_keras_file_round_trip_decodes_without_config(model, config, tmp_path):
     np.testing.assert_allclose(loaded_scores.numpy(), scores.numpy(), atol=1e-6)
 
 
-def test_filter_logits_with_tensor_knobs_matches_the_single_filters_and_numpy():
+@pytest.mark.parametrize("bisect", [False, True])
+def test_filter_logits_with_tensor_knobs_matches_the_single_filters_and_numpy(bisect):
     from keras_transformer.decoding import filter_logits
 
     rng = np.random.default_rng(7)
     logits = tf.constant(rng.standard_normal((6, 30)).astype("f4"))
-    knobs = tf.function(filter_logits, jit_compile=True)  # per-call tensors, under XLA
+    knobs = tf.function(  # per-call tensors, under XLA
+        lambda x, k, p: filter_logits(x, k, p, bisect), jit_compile=True
+    )
     for k in (1, 4, 30, 50):
         got = knobs(logits, tf.constant(k), tf.constant(1.0))
         np.testing.assert_array_equal(got.numpy(), top_k_filter(logits, min(k, 30)).numpy())
@@ -344,6 +347,31 @@ def test_filter_logits_with_tensor_knobs_matches_the_single_filters_and_numpy():
         probs /= probs.sum()
         n = np.searchsorted(np.cumsum(probs), 0.6) + 1
         assert set(np.flatnonzero(both[row])) == set(order[:n])
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_filter_logits_with_ties_infinities_and_signed_zeros_matches_the_sorting_filters(jit):
+    # The bisection thresholds against the sort-based single filters (top_k_filter,
+    # top_p_filter), on rows full of ties (small integers), -inf, -0.0 and 0.0, k from 1 to
+    # past the vocabulary.
+    from keras_transformer.decoding import filter_logits
+    from keras_transformer.decoding.sampling import order_keys
+
+    rng = np.random.default_rng(8)
+    values = rng.integers(-3, 3, (8, 40)).astype("f4") * 0.5
+    values[0, ::3], values[1, 5], values[2, :] = -np.inf, -0.0, 0.0
+    logits = tf.constant(values)
+    flat, keys = values.ravel(), order_keys(logits).numpy().ravel()
+    ranked = flat[np.argsort(keys)]
+    assert (ranked[1:] >= ranked[:-1]).all()  # the keys' order is the floats'
+    np.testing.assert_array_equal(np.equal.outer(keys, keys), np.equal.outer(flat, flat))
+    knobs = tf.function(lambda x, k, p: filter_logits(x, k, p, bisect=True), jit_compile=jit)
+    for k in (1, 2, 7, 39, 40, 41):
+        got = knobs(logits, tf.constant(k), tf.constant(1.0)).numpy()
+        np.testing.assert_array_equal(got, top_k_filter(logits, min(k, 40)).numpy())
+    for p in (0.01, 0.3, 0.77, 0.999):
+        got = knobs(logits, tf.constant(0), tf.constant(p)).numpy()
+        np.testing.assert_array_equal(got, top_p_filter(logits, p).numpy())
 
 
 @pytest.fixture

@@ -182,18 +182,21 @@ def sample_ids(
     pad_kernels: bool | None = None,
     transpose_kernels: bool = False,
     rows=None,
+    bisect: bool = False,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Greedy or sampled decoding of right-padded source ids, TF ops only: the sampling
     counterpart of `search_ids` (same source preparation and output length limits, taken from
     `options`; `method` and knobs as in `decoding.sampling.SamplingOptions`, seed an int or a
     pair; `pad_kernels`, `transpose_kernels` and `rows` as in `decode_sources`: padding rows
     draw tokens of their own, so unlike beam search's copies they would not finish with the
-    row they copy).
+    row they copy; `bisect`: `SamplingOptions.bisect`, for XLA).
 
     Returns int32 `(batch, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch,)` scores log P(y | x) / lp(|y|) with `options.alpha`, as beam search scores."""
     config = model.config
-    sampling = SamplingOptions(method, top_k, top_p, temperature, seed=seed_pair(seed))
+    sampling = SamplingOptions(
+        method, top_k, top_p, temperature, seed=seed_pair(seed), bisect=bisect
+    )
     ids, log_probs = decode_sources(
         model, source_ids, options, Sampling(sampling), pad_kernels, transpose_kernels, rows
     )
@@ -380,6 +383,7 @@ class Translator(tf.Module):
                     self.pad_kernels,
                     self.transpose_kernels,
                     rows,
+                    bisect=self.jit_compile,
                 ),
                 input_signature=specs,
                 jit_compile=self.jit_compile,
