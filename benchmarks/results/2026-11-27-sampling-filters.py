@@ -1,15 +1,17 @@
 """`sample_tensors(..., "sample")` with another checkout's `filter_logits` (before: one sort
-of every row at every step) against this one's (after: thresholds by bisection under XLA,
-the sort outside it), in one process: each translator traced with its filter, then calls
-alternated; the default run's model, XLA and plain searches, knobs (top_k, top_p) of (8, 1),
-(0, 0.9) and (40, 0.95), batches of 1 and 4 sentences of the test split, seed 1; medians.
-Then the filter
-alone on `(4, vocab)` logits (vocabularies of 4000 and 32000), both versions, XLA and plain.
+of every row at every step) against this one's, in one process: each translator traced with
+its filter, then calls alternated; the default run's model, XLA and plain searches, the
+`--knobs` (top_k,top_p pairs), batches of 1 and 4 sentences of the test split, seed 1;
+medians. Then (unless `--no-filters-alone`) the filter alone on `(4, vocab)` logits
+(vocabularies of 4000 and 32000), both versions, XLA and plain.
 
     git worktree add /tmp/before 6167aa3
-    python benchmarks/results/2026-11-27-sampling-without-sort.py RUN /tmp/before
+    python benchmarks/results/2026-11-27-sampling-filters.py RUN /tmp/before
+    python benchmarks/results/2026-11-27-sampling-filters.py RUN /tmp/before \
+        --knobs 0,1 8,1 --no-filters-alone      # 2026-11-27-sampling-filters-off.md
 """
 
+import argparse
 import gzip
 import importlib.util
 import sys
@@ -56,7 +58,7 @@ def traced(model, tokenizer, jit: bool, knobs, texts, filter_function):
     return function
 
 
-def main(run: str, before: str, rounds: int = 30) -> None:
+def main(run: str, before: str, knob_pairs, rounds: int = 30) -> None:
     model, _, tokenizer = load_trained(run)
     lines = gzip.open(TEST, "rt", encoding="utf-8").read().splitlines()
     rows = [line.split("\t")[0] for line in lines]
@@ -67,7 +69,7 @@ def main(run: str, before: str, rounds: int = 30) -> None:
           "same |")  # fmt: skip
     print("|---|---|---:|---:|---:|---:|---|")
     for jit in (True, False):
-        for knobs in ((8, 1.0), (0, 0.9), (40, 0.95)):
+        for knobs in knob_pairs:
             functions = {
                 "before": traced(model, tokenizer, jit, knobs, texts, old),
                 "after": traced(model, tokenizer, jit, knobs, texts, sampling.filter_logits),
@@ -118,6 +120,20 @@ def filters_alone(old, rounds: int = 200) -> None:
                       f"{b / a:.2f}x | {same} |", flush=True)  # fmt: skip
 
 
+def knob_pair(text: str) -> tuple[int, float]:
+    top_k, top_p = text.split(",")
+    return int(top_k), float(top_p)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], *(int(x) for x in sys.argv[3:]))
-    filters_alone(old_filter(sys.argv[2]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", help="trained model directory")
+    parser.add_argument("before", help="checkout whose decoding/sampling.py is 'before'")
+    pairs = [(8, 1.0), (0, 0.9), (40, 0.95)]
+    parser.add_argument("--knobs", nargs="+", type=knob_pair, default=pairs, help="top_k,top_p")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--no-filters-alone", action="store_true")
+    args = parser.parse_args()
+    main(args.run, args.before, args.knobs, args.rounds)
+    if not args.no_filters_alone:
+        filters_alone(old_filter(args.before))
