@@ -106,6 +106,7 @@ def _user_error_cases(model_dir: str, tmp_path: Path) -> list[tuple]:
         (evaluate, [*flags, "--dataset", f"tsv:{missing}.tsv"], f"{missing}.tsv"),
         (evaluate, [*flags, "--dataset", f"tsv:{empty}"], str(empty)),
         (export, [*flags, "--export-base", missing, "--beam-size=2", "--n-best=3"], "n_best=3"),
+        (export, [*flags, "--export-base", missing, "--guided", "--jit-compile"], "--guided"),
         (average_checkpoints, flags, model_dir),
         (verify_export, [*flags, "--export-dir", missing, "--limit", "1"], missing),
         (client, ["--signature", "serving_default", "--n-best", "Hi"], "--n-best"),

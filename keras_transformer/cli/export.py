@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--guided", action="store_true",
         help="add translate_guided and translate_alternatives (target prefix, alternatives, "
-        "constraints, avoid, glossary; BUILD.md); they add to the export's tracing time",
+        "constraints, avoid, glossary; BUILD.md); they add to the export's tracing time; "
+        "not with --jit-compile",
     )  # fmt: skip
     return parser
 
@@ -67,6 +68,11 @@ def export(args: argparse.Namespace) -> int:
         saved_model_op_types,
     )
 
+    if args.guided and args.jit_compile:  # the API leaves them out; a flag must not vanish
+        raise ValueError(
+            "--guided cannot be combined with --jit-compile: the guided search runs on growing "
+            "buffers, outside XLA. Make a second export with --guided and without --jit-compile."
+        )
     path = export_savedmodel(
         args.model_dir, args.export_base, args.model_name, args.version, args.weights,
         common.search_options(args), args.n_best, args.jit_compile,
