@@ -73,8 +73,9 @@ def filter_logits(logits, top_k=0, top_p=1.0, bisect: bool = False) -> tf.Tensor
     defaults of `translate_sample`) the logits come back as they are (a `tf.cond`).
 
     `bisect`: find each threshold by bisection over the logits' order (32 counting passes
-    over each row) instead of one sort of every row. Under XLA on a CPU, which lowers
-    `tf.sort` and `tf.math.top_k` to a full sort, the filter took 3.3-10x less time (4 rows
+    over each row) instead of one sort of every row. Under XLA on a CPU, which makes
+    `tf.sort` a full sort (and `tf.math.top_k` too once only its k-th value is read; its
+    whole output stays fast), the filter took 3.3-10x less time (4 rows
     of 4000 and 32000 logits) and a sampled translation 1.7-3.4x less; outside XLA it took
     up to 2.9x more (benchmarks/results/2026-11-27-sampling-without-sort.md). With both
     filters on, a bisected top k includes the tokens tied with the k-th (the sort takes
