@@ -223,6 +223,9 @@ def test_top_k_sampling_stays_in_the_top_k():
     assert emitted == {1, 3, 5}  # the three largest logits, each drawn
     again, _ = decode(Sampling(top_k), fn, tf.fill([400], 0), 6, LoopOptions(eos_id=99))
     np.testing.assert_array_equal(ids.numpy(), again.numpy())  # stateless: reproducible
+    bisected = SamplingOptions("top_k", top_k=3, seed=(1, 2), bisect=True)  # XLA's filter
+    same, _ = decode(Sampling(bisected), fn, tf.fill([400], 0), 6, LoopOptions(eos_id=99))
+    np.testing.assert_array_equal(ids.numpy(), same.numpy())
 
 
 @pytest.mark.parametrize("padded", [False, True])
@@ -248,6 +251,9 @@ def test_top_p_sampling_stays_in_the_nucleus():
     ids, _ = decode(top_p, fn, tf.fill([500], 0), 4, LoopOptions(eos_id=99))
     # sorted: 0.4, 0.3, 0.15 (mass 0.85 >= 0.8): the nucleus is {1, 3, 4}
     assert set(ids.numpy()[:, 1:].ravel().tolist()) == {1, 3, 4}
+    bisected = Sampling(SamplingOptions("top_p", top_p=0.8, bisect=True))  # XLA's filter
+    same, _ = decode(bisected, fn, tf.fill([500], 0), 4, LoopOptions(eos_id=99))
+    np.testing.assert_array_equal(ids.numpy(), same.numpy())
 
 
 def test_filters_match_numpy():

@@ -41,8 +41,9 @@ class SampleState(NamedTuple):
 def top_k_filter(logits, k: int) -> tf.Tensor:
     """Logits `(batch, vocab)` with everything below the k-th largest set to -inf.
 
-    Tokens tied with the k-th largest value are all kept. By sorting: the reference the
-    tests hold `filter_logits` (what `Sampling` runs, without a sort) to."""
+    Tokens tied with the k-th largest value are all kept. Outside XLA `Sampling`'s "top_k"
+    method; under XLA, which makes a top-k read for its k-th value alone a full sort,
+    `filter_logits(..., bisect=True)`, which the tests hold to this."""
     kth = tf.math.top_k(logits, k=k).values[:, -1:]  # (batch, 1)
     return tf.where(logits < kth, NEG_INF, logits)
 
@@ -51,8 +52,8 @@ def top_p_filter(logits, p: float) -> tf.Tensor:
     """Keep the nucleus: the fewest most-probable tokens whose probability sums to >= p.
 
     Logits `(batch, vocab)`; tokens outside the nucleus get -inf (ties with its least likely
-    member are kept). The most likely token is always kept. By sorting, like
-    `top_k_filter`: a reference for `filter_logits`."""
+    member are kept). The most likely token is always kept. By sorting: `Sampling`'s "top_p"
+    method outside XLA, and the reference of `filter_logits(..., bisect=True)`."""
     sorted_logits = tf.sort(logits, direction="DESCENDING", axis=-1)  # (batch, vocab)
     probs = tf.nn.softmax(sorted_logits)
     mass_before = tf.cumsum(probs, axis=-1, exclusive=True)  # (batch, vocab)
@@ -72,12 +73,12 @@ def filter_logits(logits, top_k=0, top_p=1.0, bisect: bool = False) -> tf.Tensor
     `top_p_filter` keeps, ties with the last kept token included. With both off (the
     defaults of `translate_sample`) the logits come back as they are (a `tf.cond`).
 
-    `bisect`: find each threshold by bisection over the logits' order (32 counting passes
-    over each row) instead of one sort of every row. Under XLA on a CPU, which makes
+    `bisect`: find each threshold by bisection over the logits' order (at most 33 counting
+    passes over each row) instead of one sort of every row. Under XLA on a CPU, which makes
     `tf.sort` a full sort (and `tf.math.top_k` too once only its k-th value is read; its
-    whole output stays fast), the filter took 3.3-10x less time (4 rows
-    of 4000 and 32000 logits) and a sampled translation 1.7-3.4x less; outside XLA it took
-    up to 2.9x more (benchmarks/results/2026-11-27-sampling-without-sort.md). With both
+    whole output stays fast), the filter took 3.3-10x less time (4 rows of 4000 and 32000
+    logits) and a sampled translation 1.7-3.4x less; outside XLA it took up to 2.9x more
+    (benchmarks/results/2026-11-27-sampling-without-sort.md). With both
     filters on, a bisected top k includes the tokens tied with the k-th (the sort takes
     exactly k) before the nucleus is renormalized over them."""
     top_k = tf.cast(top_k, tf.int32)
@@ -243,9 +244,14 @@ class Sampling(Strategy):
         if options.method == "greedy":
             return tf.argmax(logits, axis=-1, output_type=tf.int32)
         scaled = logits / tf.cast(options.temperature, logits.dtype)
-        top_k = options.top_k if options.method in ("top_k", "sample") else 0
-        top_p = options.top_p if options.method in ("top_p", "sample") else 1.0
-        scaled = filter_logits(scaled, top_k, top_p, options.bisect)  # as top_k/p_filter
+        if options.method == "sample" or options.bisect:
+            top_k = options.top_k if options.method in ("top_k", "sample") else 0
+            top_p = options.top_p if options.method in ("top_p", "sample") else 1.0
+            scaled = filter_logits(scaled, top_k, top_p, options.bisect)  # as top_k/p_filter
+        elif options.method == "top_k":  # a static k: TensorFlow's TopK, no sort
+            scaled = top_k_filter(scaled, options.top_k)
+        else:
+            scaled = top_p_filter(scaled, options.top_p)
         if at.items is not None:  # rows dropped: draw with every row at its original position
             full = tf.zeros(tf.stack([at.batch, tf.shape(scaled)[1]]), scaled.dtype)
             scaled = tf.tensor_scatter_nd_update(full, at.items[:, None], scaled)  # (batch, v)
