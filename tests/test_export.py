@@ -332,10 +332,10 @@ def test_ops_are_stock_tensorflow_plus_sentencepiece(export_dir):
     assert ex.unregistered_ops(ops) == ops & ex.SENTENCEPIECE_OPS
 
 
-def stored_traces(export_dir) -> Counter:
-    """How many graphs of each traced function `saved_model.pb` holds: its library's
+def stored_traces(saved_model) -> Counter:
+    """How many graphs of each traced function a `SavedModel` proto holds: its library's
     `__inference_<name>_<number>` functions counted by name."""
-    library = ex.read_saved_model(export_dir).meta_graphs[0].graph_def.library
+    library = saved_model.meta_graphs[0].graph_def.library
     names = [f.signature.name for f in library.function]
     return Counter(re.sub(r"_\d+$", "", n) for n in names if n.startswith("__inference_"))
 
@@ -343,20 +343,17 @@ def stored_traces(export_dir) -> Counter:
 def test_each_signature_graph_is_stored_once(export_dir):
     # A SignatureDef given to tf.saved_model.save as a concrete function is stored a second
     # time beside the tracked tf.function's own trace (export size and load time ~doubled).
-    traces = stored_traces(export_dir)
+    saved_model = ex.read_saved_model(export_dir)
+    traces = stored_traces(saved_model)
     methods = ["translate", "translate_nbest", "translate_sample", "score", "segment",
                "translate_markup", "align"]  # fmt: skip
     assert {m: traces[f"__inference_{m}"] for m in methods} == {m: 1 for m in methods}
-    signatures = ex.read_saved_model(export_dir).meta_graphs[0].signature_def
+    signatures = saved_model.meta_graphs[0].signature_def
     assert set(signatures) - {"__saved_model_init_op"} == set(SIGNATURES)  # one method each
 
 
 def test_signature_defaults_are_the_sampling_defaults(export_dir):
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString((Path(export_dir) / "saved_model.pb").read_bytes())
-    (meta_graph,) = saved_model.meta_graphs
+    (meta_graph,) = ex.read_saved_model(export_dir).meta_graphs
     signature = meta_graph.signature_def[SAMPLE_SIGNATURE]
     defaults = {key: tf.make_ndarray(proto).item() for key, proto in signature.defaults.items()}
     assert defaults == {key: value for key, (_, value) in SAMPLE_INPUTS.items()}
@@ -469,11 +466,7 @@ def test_existing_version_is_never_overwritten(export_dir):
 
 def _compiled_closure(export_dir: str) -> list:
     """FunctionDefs marked `_XlaMustCompile` and every function they call."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString((Path(export_dir) / "saved_model.pb").read_bytes())
-    (meta_graph,) = saved_model.meta_graphs
+    (meta_graph,) = ex.read_saved_model(export_dir).meta_graphs
     library = {f.signature.name: f for f in meta_graph.graph_def.library.function}
     todo = [n for n, f in library.items() if f.attr["_XlaMustCompile"].b]
     seen = set()

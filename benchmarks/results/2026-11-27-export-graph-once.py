@@ -60,11 +60,9 @@ def export(root: Path, run: str, base: Path, flags: list[str]) -> tuple[Path, fl
 
 
 def functions(export_dir: Path) -> int:
-    from tensorflow.core.protobuf import saved_model_pb2
+    from keras_transformer.serving.export import read_saved_model
 
-    saved = saved_model_pb2.SavedModel()
-    saved.ParseFromString((export_dir / "saved_model.pb").read_bytes())
-    return len(saved.meta_graphs[0].graph_def.library.function)
+    return len(read_saved_model(str(export_dir)).meta_graphs[0].graph_def.library.function)
 
 
 def main(run: str, before: str, out: str, flags: list[str], rounds: int = 3) -> None:

@@ -354,14 +354,13 @@ def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: G
     idle = blank(sentences) & blank(prefix) & tf.equal(wanted.row_lengths(), 0)  # nothing to do
     # Searches (n,) of the chunks (m,): k for a chunk that takes the alternatives (`first`),
     # one for any other chunk, whose k outputs are the same (`spread`, below).
-    searches = tf.ones_like(alternative)
+    searches = tf.where(first, k, 1) if alternatives else tf.ones_like(alternative)  # (m,)
+    starts = tf.cumsum(searches, exclusive=True)  # (m,) each chunk's first search
     if alternatives:
-        searches = tf.where(first, k, 1)  # (m,)
         copies = tf.repeat(tf.range(tf.shape(sentences)[0]), searches)  # (n,) chunk of each
         repeat = lambda t: tf.gather(t, copies)  # noqa: E731  # (n, ...), ragged too
         source, forced, first_allowed = repeat(source), repeat(forced), repeat(first_allowed)
         wanted_ids, avoid_ids, head_ids = repeat(wanted_ids), repeat(avoid_ids), repeat(head_ids)
-        starts = tf.cumsum(searches, exclusive=True)  # (m,) each chunk's first search
         ranks = tf.range(tf.shape(copies)[0]) - tf.gather(starts, copies)  # (n,) 0..k-1
         alternative = tf.where(repeat(first), ranks, -1)
         prefix, idle = repeat(prefix), repeat(idle)
@@ -380,16 +379,16 @@ def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: G
     texts = tf.where(idle, "", texts)
     scores = tf.where(idle, 0.0, scores)
     met = met | idle
-    texts, scores, met = [spread(t, searches, k) for t in (texts, scores, met)]  # (m, k) each
+    texts, scores, met = [spread(t, starts, searches, k) for t in (texts, scores, met)]
     order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
     take = lambda t: tf.gather(t, order, batch_dims=1)  # noqa: E731
     return take(texts), take(scores), take(met)
 
 
-def spread(results, searches, k: int) -> tf.Tensor:
-    """Per-search `results (n,)`, `searches (m,)` consecutive searches per chunk (k or 1) ->
-    `(m, k)`: a chunk's k searches side by side, or its one search k times."""
-    starts = tf.cumsum(searches, exclusive=True)  # (m,)
+def spread(results, starts, searches, k: int) -> tf.Tensor:
+    """Per-search `results (n,)`, `searches (m,)` consecutive searches per chunk (k or 1)
+    from `starts (m,)` on -> `(m, k)`: a chunk's k searches side by side, or its one search
+    k times."""
     offsets = tf.minimum(tf.range(k)[None, :], searches[:, None] - 1)  # (m, k)
     return tf.gather(results, starts[:, None] + offsets)  # (m, k)
 

@@ -108,7 +108,7 @@ def _filter(logits, top_k, top_p) -> tf.Tensor:
     """`filter_logits` with `top_k` (int32 scalar) or `top_p` (float32 scalar) on, by
     bisection (no sort)."""
     keys = order_keys(logits)  # (batch, vocab) int64, in the logits' order
-    lowest = tf.reduce_min(keys, axis=-1)  # (batch,)
+    lowest, highest = tf.reduce_min(keys, axis=-1), tf.reduce_max(keys, axis=-1)  # (batch,)
     vocab = tf.cast(tf.shape(logits)[-1], tf.int32)
     k = tf.cast(tf.minimum(top_k, vocab), tf.int64)
 
@@ -116,7 +116,6 @@ def _filter(logits, top_k, top_p) -> tf.Tensor:
         def enough(t):
             return tf.reduce_sum(tf.cast(keys >= t[:, None], tf.int64), axis=-1) >= k
 
-        highest = tf.reduce_max(keys, axis=-1)
         return _largest_true(enough, lowest, highest + 1)[0]
 
     k_key = tf.cond(top_k > 0, kth_largest, lambda: lowest)  # (batch,)
@@ -129,8 +128,7 @@ def _filter(logits, top_k, top_p) -> tf.Tensor:
             above = tf.reduce_sum(tf.where(keys > t[:, None], probs, 0.0), axis=-1)
             return (above >= top_p) | (t < k_key)
 
-        highest = tf.reduce_max(keys, axis=-1)  # nothing above it: never outside
-        return _largest_true(outside, k_key - 1, highest)[1]
+        return _largest_true(outside, k_key - 1, highest)[1]  # nothing above highest
 
     threshold = tf.cond(top_p < 1.0, nucleus, lambda: k_key)  # (batch,)
     return tf.where(keys >= threshold[:, None], logits, NEG_INF)
