@@ -40,14 +40,13 @@ from keras_transformer.model import Transformer
 
 # Under XLA a product of a few rows (one token per hypothesis) by a `(in, out)` kernel runs at a
 # speed that depends on the CPU, not on its instruction set (`--xla_cpu_max_isa=AVX2` changes
-# nothing): at batch 1 and d_model 512 (base), reading every decoder kernel through its
-# `(out, in)` transpose took 0.81x the time on an AVX2-only AMD EPYC, 0.77x at 1024 (big), but
-# 1.19-1.24x on an AMD EPYC Zen 4 with AVX-512 (bfloat16: 0.99x); at d_model 128 (the quick
-# preset, whose kernels stay in cache) 1.17x and 1.26-1.35x. At batch 64 the same within
-# noise. So the rule: d_model of at least 512 on a CPU without AVX-512, the one kind of CPU
-# where it was faster; an extrapolation for CPUs not measured (Intel's), which the variable
-# overrides. benchmarks/results/2026-11-26-issue-54-bfloat16-export-and-latency.md, "The
-# decoder's weights in (out, in) order under XLA", and 2026-11-27-issue-54-kernel-layout.md.
+# nothing): reading every decoder kernel through its `(out, in)` transpose was faster at
+# d_model 512 and 1024 on an AVX2-only AMD EPYC, slower at every size on an AMD EPYC Zen 4
+# with AVX-512, and the same within noise at batch 64. So the rule: d_model of at least 512
+# on a CPU without AVX-512, the one kind of CPU where it was faster; an extrapolation for
+# CPUs not measured (Intel's), which the variable overrides. The figures:
+# benchmarks/results/2026-11-26-issue-54-bfloat16-export-and-latency.md, "The decoder's
+# weights in (out, in) order under XLA", and 2026-11-27-issue-54-kernel-layout.md.
 TRANSPOSE_MIN_D_MODEL = 512
 ENV_VAR = "KERAS_TRANSFORMER_TRANSPOSE_KERNELS"  # "1" or "0": overrides the rule
 

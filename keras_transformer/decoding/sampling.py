@@ -76,8 +76,7 @@ def filter_logits(logits, top_k=0, top_p=1.0, bisect: bool = False) -> tf.Tensor
     `bisect`: find each threshold by bisection over the logits' order (at most 33 counting
     passes over each row) instead of one sort of every row. Under XLA on a CPU, which makes
     `tf.sort` a full sort (and `tf.math.top_k` too once only its k-th value is read; its
-    whole output stays fast), the filter took 3.3-10x less time (4 rows of 4000 and 32000
-    logits) and a sampled translation 1.7-3.4x less; outside XLA it took up to 2.9x more
+    whole output stays fast), the bisection is the faster; outside XLA the sort is
     (benchmarks/results/2026-11-27-sampling-without-sort.md). With both
     filters on, a bisected top k includes the tokens tied with the k-th (the sort takes
     exactly k) before the nucleus is renormalized over them."""

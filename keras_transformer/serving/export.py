@@ -289,8 +289,8 @@ class TranslationModule(tf.Module):
         """The SignatureDefs: each the module's own `tf.function` (input signatures fixed), not
         a concrete function of it. `tf.saved_model.save` stores a signature given as a
         concrete function a second time beside the tracked function's own trace: every
-        graph twice (saved_model.pb was 1.76-1.84x as large and `tf.saved_model.load` took
-        1.73-1.91x as long; benchmarks/results/2026-11-27-export-graph-once.md)."""
+        graph twice, a larger saved_model.pb and a slower load
+        (benchmarks/results/2026-11-27-export-graph-once.md)."""
         signatures = {
             SERVING_SIGNATURE: self.translate,
             NBEST_SIGNATURE: self.translate_nbest,
