@@ -226,7 +226,7 @@ def profile_rows(
     export (fixed buffers, sources padded to its width buckets). Loop steps come from the
     growing search's ids (one column a step; the XLA search stops at the same step)."""
     from keras_transformer.decoding import Translator
-    from keras_transformer.decoding.translator import XLA_WIDTH_MULTIPLE, pad_width
+    from keras_transformer.decoding.search import XLA_WIDTH_MULTIPLE, pad_width
 
     config = model.config
     options = search.replace(padded_decode=jit_compile)

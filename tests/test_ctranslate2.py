@@ -25,7 +25,7 @@ from keras_transformer.constants import EOS_ID as EOS
 from keras_transformer.constants import PAD_ID as PAD
 from keras_transformer.data.tokenizer import train_sentencepiece
 from keras_transformer.decoding import score_ids
-from keras_transformer.decoding.translator import sample_ids, search_ids
+from keras_transformer.decoding.search import sample_ids, search_ids
 from keras_transformer.serving import ctranslate2_export
 from keras_transformer.serving.ctranslate2_export import export_ctranslate2
 from keras_transformer.testing.model_dir import SENTENCES

@@ -232,7 +232,7 @@ def test_top_k_sampling_stays_in_the_top_k():
 def test_sampling_rows_past_the_real_ones_are_done_before_the_first_step(model, config, padded):
     # XLA's padding rows (`rows=`): nothing decoded for them, the real rows' draws unchanged
     # (reference: the same call decoding every row).
-    from keras_transformer.decoding.translator import sample_ids
+    from keras_transformer.decoding.search import sample_ids
 
     source = _sources(np.random.default_rng(4), [5, 3, 6, 4], config.vocab_size)
     search = SearchOptions(max_extra_length=6, padded_decode=padded)
@@ -430,7 +430,7 @@ def test_sample_tensors_checks_values_and_served_tensors(sampler):
 
 
 def test_pad_rows_appends_copies_of_the_first_row_up_to_a_power_of_two():
-    from keras_transformer.decoding.translator import pad_rows
+    from keras_transformer.decoding.search import pad_rows
 
     for batch, want in ((0, 0), (1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (9, 16), (64, 64)):
         ids = tf.reshape(tf.range(batch * 3, dtype=tf.int32), [batch, 3])
@@ -443,7 +443,7 @@ def test_pad_rows_appends_copies_of_the_first_row_up_to_a_power_of_two():
 
 def test_pad_width_pads_columns_to_the_multiple_with_pad_ids():
     from keras_transformer.constants import PAD_ID
-    from keras_transformer.decoding.translator import pad_width
+    from keras_transformer.decoding.search import pad_width
 
     for width, want in ((1, 16), (16, 16), (17, 32), (0, 0)):
         ids = tf.ones([2, width], tf.int32) * 7

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from keras_transformer import SearchOptions, TransformerConfig, build_transformer, onednn
 from keras_transformer.decoding import padded_kernels
-from keras_transformer.decoding.translator import search_ids
+from keras_transformer.decoding.search import search_ids
 
 
 @pytest.mark.parametrize(("use_bias", "activation"), [(True, "relu"), (False, None)])

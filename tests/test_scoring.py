@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.decoding import score_ids, score_pairs, translate_ids
-from keras_transformer.decoding.translator import sample_ids
+from keras_transformer.decoding.search import sample_ids
 from keras_transformer.testing.model_dir import make_model_dir
 
 BOS, EOS = 2, 3

@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from keras_transformer import SearchOptions, TransformerConfig, build_transformer
 from keras_transformer.decoding import incremental
-from keras_transformer.decoding.translator import Translator, sample_ids, search_ids
+from keras_transformer.decoding.search import sample_ids, search_ids
+from keras_transformer.decoding.translator import Translator
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from keras_transformer import SearchOptions, TransformerConfig, artifacts, build_transformer
 from keras_transformer.data.corpus import read_pairs
-from keras_transformer.decoding.translator import search_ids
+from keras_transformer.decoding.search import search_ids
 from keras_transformer.serving.export import (
     TranslationModule,
     export_info,

@@ -1,7 +1,8 @@
 """Issue 54, a probe: the XLA search with a fixed-size slot cache (never reordered) against
 the fixed-shape design (caches gathered by parent every step), in one process.
 
-    git apply benchmarks/results/2026-11-27-issue-54-fixed-slot-probe.diff
+    git worktree add /tmp/probe 0db98b8 && cd /tmp/probe   # the diff's tree (before
+    git apply benchmarks/results/2026-11-27-issue-54-fixed-slot-probe.diff  # decoding.search)
     python benchmarks/results/2026-11-27-issue-54-fixed-slot-ab.py RUN [ROUNDS]
     python benchmarks/results/2026-11-27-issue-54-fixed-slot-ab.py BASE_RUN 5
     git apply -R benchmarks/results/2026-11-27-issue-54-fixed-slot-probe.diff

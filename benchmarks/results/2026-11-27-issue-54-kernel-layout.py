@@ -24,7 +24,7 @@ import tensorflow as tf
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.data.corpus import read_pairs
 from keras_transformer.decoding import Translator
-from keras_transformer.decoding.translator import XLA_WIDTH_MULTIPLE, pad_width
+from keras_transformer.decoding.search import XLA_WIDTH_MULTIPLE, pad_width
 from keras_transformer.testing import model_dir as model_dirs
 
 

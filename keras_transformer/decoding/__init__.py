@@ -13,7 +13,8 @@ from keras_transformer.decoding.sampling import (
     top_p_filter,
 )
 from keras_transformer.decoding.scoring import score_ids, score_pairs
-from keras_transformer.decoding.translator import Translator, translate_ids
+from keras_transformer.decoding.search import translate_ids
+from keras_transformer.decoding.translator import Translator
 
 __all__ = [
     "BeamSearch",

@@ -34,7 +34,7 @@ from keras_transformer.data.alignment_corpus import (  # noqa: F401  (re-exporte
 )
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.scoring import teacher_forcing
-from keras_transformer.decoding.translator import check_model
+from keras_transformer.decoding.search import check_model
 
 ROWS = ALIGNMENT_ROWS
 DEFAULT_LAYER = AlignmentOptions().layer  # chosen by measurement (`AlignmentOptions`)

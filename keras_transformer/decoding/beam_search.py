@@ -124,7 +124,7 @@ class BeamSearch(Strategy):
             length penalty `alpha` (0 ranks by plain log-probability), `n_best` hypotheses
             returned per item (early stopping waits until all of them are settled),
             `stop_early`. Its `padded_decode` and `max_extra_length` are for whoever sets up
-            the loop: `LoopOptions.padded` and `decode`'s lengths (`translator.search_ids`).
+            the loop: `LoopOptions.padded` and `decode`'s lengths (`search.search_ids`).
         top_k_block: values per block of the per-row selection (`top_k_rows`); the same
             results for any value, a block as wide as the vocabulary is `tf.math.top_k`.
 

@@ -53,7 +53,7 @@ from keras_transformer.decoding.guided_chunks import Chunks, join_chunks, split_
 from keras_transformer.decoding.incremental import per_source_step
 from keras_transformer.decoding.loop import LoopOptions, decode
 from keras_transformer.decoding.prefill import Prefill, fill_cache, shortest_prefix
-from keras_transformer.decoding.translator import prepare_source
+from keras_transformer.decoding.search import prepare_source
 
 WORD_START = "\u2581"  # SentencePiece's "▁"
 WORD = r"[\pL\pN_]"

@@ -37,7 +37,7 @@ from keras_transformer.checks import check_int
 from keras_transformer.config import SearchOptions
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.beam_search import length_penalty
-from keras_transformer.decoding.translator import check_model, prepare_source
+from keras_transformer.decoding.search import check_model, prepare_source
 from keras_transformer.model import Transformer
 
 OUTPUT_KEYS = ("log_prob", "per_token", "score")

@@ -21,11 +21,8 @@ import tensorflow as tf
 
 from keras_transformer import artifacts
 from keras_transformer.config import SearchOptions
-from keras_transformer.decoding.translator import (
-    Translator,
-    default_pad_kernels,
-    default_transpose_kernels,
-)
+from keras_transformer.decoding.search import default_pad_kernels, default_transpose_kernels
+from keras_transformer.decoding.translator import Translator
 from keras_transformer.serving.signatures import INPUT_KEY, SERVING_SIGNATURE
 
 
