@@ -24,6 +24,7 @@ from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.scoring import score_document_tensors
 from keras_transformer.serving import export as ex
+from keras_transformer.serving import op_check
 from keras_transformer.serving.signatures import (
     NBEST_SIGNATURE,
     SAMPLE_INPUTS,
@@ -320,16 +321,16 @@ def test_saved_model_cli_reports_signatures(export_dir):
     assert len(re.findall(r"inputs\['", score)) == 2 and len(re.findall(r"outputs\['", score)) == 3
     # The CLI's own op list must be covered by ours (ours also walks nested functions).
     cli_ops = set(re.findall(r"'(\w+)'", text.split("contains the following ops:")[1]))
-    assert cli_ops <= ex.saved_model_op_types(export_dir)
+    assert cli_ops <= op_check.saved_model_op_types(export_dir)
 
 
 def test_ops_are_stock_tensorflow_plus_sentencepiece(export_dir):
-    ops = ex.saved_model_op_types(export_dir)
+    ops = op_check.saved_model_op_types(export_dir)
     assert {"SentencepieceTokenizeOp", "SentencepieceDetokenizeOp", "While"} <= ops
-    assert ops & ex.PYTHON_OPS == set()
+    assert ops & op_check.PYTHON_OPS == set()
     assert not [op for op in ops if op.startswith("Xla")]  # need XLA, off in TF Serving
     # Every op is known to a process without tensorflow_text, except the SentencePiece ones.
-    assert ex.unregistered_ops(ops) == ops & ex.SENTENCEPIECE_OPS
+    assert op_check.unregistered_ops(ops) == ops & op_check.SENTENCEPIECE_OPS
 
 
 def stored_traces(saved_model) -> Counter:
@@ -343,7 +344,7 @@ def stored_traces(saved_model) -> Counter:
 def test_each_signature_graph_is_stored_once(export_dir):
     # A SignatureDef given to tf.saved_model.save as a concrete function is stored a second
     # time beside the tracked tf.function's own trace (export size and load time ~doubled).
-    saved_model = ex.read_saved_model(export_dir)
+    saved_model = op_check.read_saved_model(export_dir)
     traces = stored_traces(saved_model)
     methods = ["translate", "translate_nbest", "translate_sample", "score", "segment",
                "translate_markup", "align"]  # fmt: skip
@@ -353,7 +354,7 @@ def test_each_signature_graph_is_stored_once(export_dir):
 
 
 def test_signature_defaults_are_the_sampling_defaults(export_dir):
-    (meta_graph,) = ex.read_saved_model(export_dir).meta_graphs
+    (meta_graph,) = op_check.read_saved_model(export_dir).meta_graphs
     signature = meta_graph.signature_def[SAMPLE_SIGNATURE]
     defaults = {key: tf.make_ndarray(proto).item() for key, proto in signature.defaults.items()}
     assert defaults == {key: value for key, (_, value) in SAMPLE_INPUTS.items()}
@@ -466,7 +467,7 @@ def test_existing_version_is_never_overwritten(export_dir):
 
 def _compiled_closure(export_dir: str) -> list:
     """FunctionDefs marked `_XlaMustCompile` and every function they call."""
-    (meta_graph,) = ex.read_saved_model(export_dir).meta_graphs
+    (meta_graph,) = op_check.read_saved_model(export_dir).meta_graphs
     library = {f.signature.name: f for f in meta_graph.graph_def.library.function}
     todo = [n for n, f in library.items() if f.attr["_XlaMustCompile"].b]
     seen = set()
@@ -487,8 +488,8 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
     export_dir = ex.export_savedmodel(
         model_dir, str(tmp_path), search=SEARCH, n_best=N_BEST, jit_compile=True
     )
-    assert ex.unservable_ops(export_dir) == {"XlaDynamicUpdateSlice"}  # the fixed-size cache
-    assert ex.unservable_ops(export_dir, allow_xla=True) == set()
+    assert op_check.unservable_ops(export_dir) == {"XlaDynamicUpdateSlice"}  # the fixed-size cache
+    assert op_check.unservable_ops(export_dir, allow_xla=True) == set()
     compiled = _compiled_closure(export_dir)
     assert compiled, "no function is marked for XLA compilation"
     for function in compiled:
@@ -496,7 +497,7 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
             a.type for a in function.signature.output_arg
         ]
         assert tf.string.as_datatype_enum not in types, function.signature.name
-        assert not {n.op for n in function.node_def} & ex.SENTENCEPIECE_OPS
+        assert not {n.op for n in function.node_def} & op_check.SENTENCEPIECE_OPS
     texts = tf.constant([t.encode() for t in TEXTS] + BAD_TEXTS)
     jit = tf.saved_model.load(export_dir)
     inputs = {

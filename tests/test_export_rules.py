@@ -14,6 +14,7 @@ import tensorflow_text as tf_text
 
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.serving import export as ex
+from keras_transformer.serving import op_check
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_NAME = "transformer"
@@ -30,7 +31,7 @@ class _Unservable(tf.Module):
 def test_op_check_rejects_python_and_other_custom_ops(tmp_path):
     module = _Unservable()
     tf.saved_model.save(module, str(tmp_path), signatures=module.__call__.get_concrete_function())
-    bad = ex.unservable_ops(str(tmp_path))
+    bad = op_check.unservable_ops(str(tmp_path))
     assert "EagerPyFunc" in bad
     assert any(op.startswith("TFText>") for op in bad), bad
 

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.serving import client
-from keras_transformer.serving.export import read_saved_model, unservable_ops
+from keras_transformer.serving.op_check import read_saved_model, unservable_ops
 from keras_transformer.testing.serving_double import serve_grpc, serve_rest
 
 pytestmark = pytest.mark.slow  # a module fixture exports a model

@@ -133,6 +133,7 @@ def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, o
     from keras_transformer.decoding.alignments import align_tensors, word_start_table
     from keras_transformer.decoding.markup_translation import translate_markup
     from keras_transformer.serving import export as ex
+    from keras_transformer.serving import op_check
     from keras_transformer.serving.client import format_results
 
     model, _, tokenizer = artifacts.load_trained(one_layer_model_dir)
@@ -160,7 +161,7 @@ def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, o
     assert aligned["alignments"].numpy().tolist() == expected.numpy().tolist()
     lines = format_results(sources, {"alignments": ["0-0", ""]}, targets=targets)
     assert lines == ["0-0", ""]
-    assert not ex.unservable_ops(serving_export_dir)  # stock TF Serving's op set
+    assert not op_check.unservable_ops(serving_export_dir)  # stock TF Serving's op set
 
 
 _PAGE = """<html><body>

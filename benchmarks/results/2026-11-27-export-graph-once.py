@@ -60,7 +60,7 @@ def export(root: Path, run: str, base: Path, flags: list[str]) -> tuple[Path, fl
 
 
 def functions(export_dir: Path) -> int:
-    from keras_transformer.serving.export import read_saved_model
+    from keras_transformer.serving.op_check import read_saved_model
 
     return len(read_saved_model(str(export_dir)).meta_graphs[0].graph_def.library.function)
 

@@ -62,11 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def export(args: argparse.Namespace) -> int:
-    from keras_transformer.serving.export import (
-        export_savedmodel,
-        read_export_info,
-        saved_model_op_types,
-    )
+    from keras_transformer.serving.export import export_savedmodel, read_export_info
+    from keras_transformer.serving.op_check import saved_model_op_types
 
     if args.guided and args.jit_compile:  # the API leaves them out; a flag must not vanish
         raise ValueError(
