@@ -163,17 +163,16 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
     return systems
 
 
-def latency_rows(systems: dict, sentences: dict, rounds: int, count_pieces=len) -> list[dict]:
+def latency_rows(systems: dict, sentences: dict, rounds: int) -> list[dict]:
     """p50/p90 of every system at every length, systems alternating within each round.
 
-    Each system is first warmed with the shortest and the longest sentence of every length
-    (by `count_pieces`): the longest may be cut into two segments, a batch the XLA export
-    compiles of its own, which would otherwise compile during the timed requests."""
+    Each system is first warmed with every sentence once: the XLA export compiles once per
+    source width and batch size, and a long sentence may be cut into segments (a batch) of
+    its own widths, so warming only some sentences left compiles in the timed requests (a
+    p90 of 4.0 s against a p50 of 1.4 s at base: 2026-11-27-issue-54-late-probes.md)."""
     names = [name for name in systems if not name.startswith("_")]
     times = {(name, length): [] for name in names for length in sentences}
-    ends = [(min(texts, key=count_pieces), max(texts, key=count_pieces))
-            for texts in sentences.values()]  # fmt: skip
-    warm = list(dict.fromkeys(text for pair in ends for text in pair))
+    warm = list(dict.fromkeys(text for texts in sentences.values() for text in texts))
     for name in names:
         for text in warm:
             systems[name]([text])
@@ -347,7 +346,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
                 lambda out: int(tokenizer.tokenize(tf.constant(out)).row_lengths().numpy().sum()),
             )  # fmt: skip
         else:
-            rows = latency_rows(systems, sentences, args.rounds, count_pieces)
+            rows = latency_rows(systems, sentences, args.rounds)
         if "_server" in systems:
             systems["_server"].stop(grace=None)
         profile = []

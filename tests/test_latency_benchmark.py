@@ -44,19 +44,19 @@ def test_throughput_rows_count_each_systems_own_output_pieces():
         assert row["output_pieces_per_s"] == row["output_pieces"] * row["median"] / 5
 
 
-def test_latency_rows_warm_every_system_with_each_lengths_shortest_and_longest_sentence():
+def test_latency_rows_warm_every_system_with_every_sentence_once_before_timing():
     from benchmarks.latency_benchmark import latency_rows
 
     calls = {"a": [], "b": []}
     systems = {name: (lambda texts, name=name: calls[name].append(list(texts)))
                for name in calls}  # fmt: skip
     systems["_server"] = None
-    sentences = {5: ["w w w w w", "w w w", "w w w w w w"], 20: ["x " * 19, "x " * 21]}
-    rows = latency_rows(systems, sentences, rounds=2, count_pieces=_words)
-    warm = [["w w w"], ["w w w w w w"], ["x " * 19], ["x " * 21]]
+    sentences = {5: ["w w w w w", "w w w", "w w w w w w"], 20: ["x " * 19, "w w w", "x " * 21]}
+    rows = latency_rows(systems, sentences, rounds=2)
+    warm = [["w w w w w"], ["w w w"], ["w w w w w w"], ["x " * 19], ["x " * 21]]  # no repeats
     for name in calls:
-        assert calls[name][:4] == warm  # untimed: shortest then longest of each length
-        assert len(calls[name]) == 4 + 2 * 5  # then every sentence once a round, one at a time
+        assert calls[name][:5] == warm  # untimed
+        assert len(calls[name]) == 5 + 2 * 6  # then every sentence once a round, one at a time
     assert {(r["system"], r["length"], r["requests"]) for r in rows} == {
         (name, n, 2 * len(texts)) for name in calls for n, texts in sentences.items()
     }
