@@ -13,7 +13,7 @@ resolved `TrainingConfig` (`runner.resolve_config`, `MODEL_DIR/training_config.j
 
 `cpu_quick` is the default command's recipe and sets nothing: the rules that `complete`
 applies (the quick model's ten-minute budget, 9.5 training minutes and alpha 1.2; the paper's
-alpha and no time limit for the other presets) are today's, written in `config.py`
+alpha and no time limit for the other presets) are today's, written in `config.run_defaults`
 (`budget_minutes_for`, `train_minutes_for`, `eval_alpha_for`), and its dropout by corpus size
 is `training.regularization`'s. The paper's recipes (section 5, Table 3) are GPU-shaped:
 25000 tokens an update whatever the replica count, checkpoints every 10 minutes, the last 5
@@ -344,7 +344,7 @@ def complete(cfg: TrainingConfig) -> TrainingConfig:
     """`cfg` with every None that a module would otherwise resolve filled in, by the rules
     the modules used: the architecture's sizes (its preset's, `ArchitectureConfig.model_config`;
     the quick preset's dropout is left to `training.regularization`, which reads the corpus),
-    the time budget, training minutes and evaluation alpha of its preset (config.py's
+    the time budget, training minutes and evaluation alpha of its preset (`config.run_defaults`'s
     `*_for`), a train-step count for a run not planned to a budget and the decay
     (`TrainingConfig.resolved_decay`)."""
     arch, recipe = cfg.architecture, cfg.recipe
