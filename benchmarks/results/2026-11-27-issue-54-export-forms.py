@@ -31,12 +31,12 @@ from keras_transformer import SearchOptions, TransformerConfig, artifacts, build
 from keras_transformer.data.corpus import read_pairs
 from keras_transformer.decoding.search import search_ids
 from keras_transformer.serving.export import (
-    TranslationModule,
     export_info,
     export_savedmodel,
     make_translator,
     save_module,
 )
+from keras_transformer.serving.translation_module import TranslationModule
 
 
 def module_for(run: str, search: SearchOptions, dtype: str) -> TranslationModule:
