@@ -83,7 +83,7 @@ def filter_logits(logits, top_k=0, top_p=1.0, bisect: bool = False) -> tf.Tensor
     top_k = tf.cast(top_k, tf.int32)
     top_p = tf.cast(top_p, tf.float32)
     off = (top_k <= 0) & (top_p >= 1.0)
-    on = _filter if bisect else _filter_sorted
+    on = _filter_bisected if bisect else _filter_sorted
     return tf.cond(off, lambda: logits, lambda: on(logits, top_k, top_p))
 
 
@@ -103,13 +103,12 @@ def _filter_sorted(logits, top_k, top_p) -> tf.Tensor:
     return tf.where(logits < threshold, NEG_INF, logits)
 
 
-def _filter(logits, top_k, top_p) -> tf.Tensor:
+def _filter_bisected(logits, top_k, top_p) -> tf.Tensor:
     """`filter_logits` with `top_k` (int32 scalar) or `top_p` (float32 scalar) on, by
     bisection (no sort)."""
     keys = order_keys(logits)  # (batch, vocab) int64, in the logits' order
     lowest, highest = tf.reduce_min(keys, axis=-1), tf.reduce_max(keys, axis=-1)  # (batch,)
-    vocab = tf.cast(tf.shape(logits)[-1], tf.int32)
-    k = tf.cast(tf.minimum(top_k, vocab), tf.int64)
+    k = tf.cast(tf.minimum(top_k, tf.shape(logits)[-1]), tf.int64)
 
     def kth_largest():  # the largest t with at least k keys >= t: the k-th largest key
         def enough(t):
