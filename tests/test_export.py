@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import SearchOptions, artifacts
+from keras_transformer import DocumentOptions, SearchOptions, artifacts
 from keras_transformer.cli import verify_export
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding import Translator
@@ -513,6 +513,40 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
                 assert _hex_rows(got[key]) == _hex_rows(value), (name, key)
             else:
                 assert float(tf.reduce_max(tf.abs(got[key] - value))) <= 1e-4, (name, key)
+    _check_width_warmup(export_dir, jit)
+
+
+def _check_width_warmup(export_dir: str, loaded) -> None:
+    """An XLA export's warm-up records send a request for each `(rows, width)` bucket of a
+    one-sentence request (`serving.warmup.width_shapes`) to each search signature, and each
+    replays."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from keras_transformer.serving import warmup
+
+    info = ex.read_export_info(export_dir)["warmup"]
+    assert info["signatures"] == list(warmup.WIDTH_SIGNATURES["all"])
+    path = os.path.join(export_dir, "assets.extra", ex.WARMUP_FILE)
+    requests = [
+        prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        for record in tf.data.TFRecordDataset(path)
+    ]
+    longest = warmup.longest_segment(DocumentOptions(), 64)  # make_model_dir's max_length
+    assert len(info["rows_and_pieces"]) == len(warmup.width_shapes(longest, cut=True))
+    width_records = len(info["signatures"]) * len(info["rows_and_pieces"])
+    added = [
+        (r.model_spec.signature_name, tf.make_ndarray(r.inputs["text"]).tolist())
+        for r in requests[-width_records:]
+    ]
+    want = [
+        (n, rows, pieces) for n in info["signatures"] for rows, pieces in info["rows_and_pieces"]
+    ]
+    assert [(n, len(texts), len(texts[0].split())) for n, texts in added] == want
+    for request in requests[-width_records:]:  # each replays
+        inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
+        out = loaded.signatures[request.model_spec.signature_name](**inputs)
+        rows = len(tf.make_ndarray(request.inputs["text"]))
+        assert all(value.shape[0] == rows for value in out.values())
 
 
 def test_export_info_records_what_the_graph_was_built_with(export_dir):

@@ -51,6 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
             "servers' CPUs. The choice is printed and kept in "
             "assets.extra/export_info.json (default: %(default)s)",
         )  # fmt: skip
+    parser.add_argument(
+        "--warm-widths", choices=("all", "serving_default", "none"), default="all",
+        help="with --jit-compile: which signatures the warm-up records (replayed by TF Serving "
+        "as it loads the version) send one sentence of every source width, so that no "
+        "one-sentence request compiles the search while served: all (serving_default, "
+        "translate_nbest, translate_sample; translate_markup runs serving_default's search), "
+        "serving_default, or none. "
+        "The compiles move to the server's load: measured on 2 cores, 22 -> 82 s for the "
+        "default run's model, 82 -> 234 s at base size (benchmarks/results/"
+        "2026-11-28-xla-warmup-buckets.md) (default: %(default)s)",
+    )  # fmt: skip
     common.add_document_arguments(parser, segment_by_default=True)
     parser.add_argument(
         "--guided", action="store_true",
@@ -75,7 +86,7 @@ def export(args: argparse.Namespace) -> int:
         common.search_options(args), args.n_best, args.jit_compile,
         documents=common.document_options(args), dtype=args.dtype,
         pad_kernels=LAYOUT_CHOICES[args.pad_kernels], guided=args.guided,
-        transpose_kernels=LAYOUT_CHOICES[args.transpose_kernels],
+        transpose_kernels=LAYOUT_CHOICES[args.transpose_kernels], warm_widths=args.warm_widths,
     )  # fmt: skip
     info = read_export_info(path)
     print(path)
@@ -83,6 +94,10 @@ def export(args: argparse.Namespace) -> int:
         f"dtype: {info['dtype']}, padded kernels: {info['pad_kernels']}, XLA: "
         f"{info['jit_compile']}, transposed kernels: {info['transpose_kernels']}"
     )
+    warmup = info.get("warmup", {})
+    if warmup.get("signatures"):
+        shapes = " ".join(f"{rows}x{pieces}" for rows, pieces in warmup["rows_and_pieces"])
+        print(f"XLA warm-up: requests of rows x pieces {shapes} for {warmup['signatures']}")
     print("ops:", " ".join(sorted(saved_model_op_types(path))))
     return 0
 

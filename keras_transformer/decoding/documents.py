@@ -58,6 +58,12 @@ def cut_lengths(pieces: tf.RaggedTensor, limit: int, ranks) -> tf.RaggedTensor:
     )
 
 
+def shortest_cut_part(limit: int) -> int:
+    """The fewest pieces a part cut from the front of a row longer than `limit` holds: each
+    cut falls in the second half of its window (`cut_lengths`)."""
+    return max(limit // 2, 1) + 1 if limit > 1 else 1
+
+
 def _cut_rows(pieces: tf.RaggedTensor, lengths, limit: int, ranks) -> tf.RaggedTensor:
     """`cut_lengths`' cutting loop over every row (`lengths` = `pieces.row_lengths()`)."""
     dense = pieces.to_tensor()  # (rows, width); padding never lies inside a window
@@ -68,7 +74,7 @@ def _cut_rows(pieces: tf.RaggedTensor, lengths, limit: int, ranks) -> tf.RaggedT
     rank = tf.cast(2 * clause_before + word_at, tf.int64)  # (rows, width + 1)
     position = tf.range(width + 1)[None, :]  # (1, width + 1)
     key = rank * (width + 2) + position  # best rank first, then the latest position
-    half = max(limit // 2, 1) if limit > 1 else 0
+    half = shortest_cut_part(limit) - 1
 
     def body(step, start, ends):
         window = (position > start[:, None] + half) & (position <= start[:, None] + limit)

@@ -54,7 +54,8 @@ TensorFlow ops plus tensorflow-text's three SentencePiece ops (linked into stock
 `op_check.unservable_ops` checks this in a process that has not imported tensorflow_text, and
 every export is checked before its version directory appears. A version is written under a hidden
 temporary name and renamed into place, so a polling server never sees a half-written model.
-`assets.extra/tf_serving_warmup_requests` holds sample requests TF Serving replays on load.
+`assets.extra/tf_serving_warmup_requests` holds sample requests TF Serving replays on load
+(`serving.warmup`; under XLA also a sentence of every source width).
 
 Every `text` is a whole input: the signatures split it into sentences, translate all
 sentences of the request together and join each input's translations with its own
@@ -73,30 +74,22 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
 
 import tensorflow as tf
 
 from keras_transformer.checks import check_int
 from keras_transformer.config import DocumentOptions, SearchOptions
 from keras_transformer.serving.op_check import unservable_ops
-from keras_transformer.serving.signatures import (
-    GUIDED_SIGNATURES,
-    PAIR_SIGNATURES,
-    SIGNATURES,
-    make_predict_request,
-)
+from keras_transformer.serving.signatures import GUIDED_SIGNATURES, SIGNATURES
 from keras_transformer.serving.translation_module import TranslationModule
+from keras_transformer.serving.warmup import (  # noqa: F401  (WARMUP_FILE: read by callers)
+    WARMUP_FILE,
+    width_warmup,
+    write_warmup_file,
+)
 
-WARMUP_FILE = "tf_serving_warmup_requests"
 # What the graph was built with (`export_info`): TF Serving ignores it, people and tools read it.
 EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
-WARMUP_TEXTS = (
-    "The cat sleeps.",
-    "Hello world!",
-    "This sentence is a little longer than the others, so that warm-up sees a longer source.",
-    "",
-)
 
 
 def make_translator(
@@ -135,40 +128,6 @@ def next_version(model_base: str) -> int:
     return max((int(n) for n in names if n.isdigit()), default=0) + 1
 
 
-def warmup_requests(
-    model_name: str, texts: Sequence[str] = WARMUP_TEXTS, signatures: Sequence[str] = SIGNATURES
-) -> list:
-    """`PredictionLog`s for every signature of `signatures`: each text alone, then all texts
-    in one batch (`score`: each text scored as its own target; `translate_sample`: default
-    knobs; the guided signatures: no guide)."""
-    from tensorflow_serving.apis import prediction_log_pb2
-
-    batches = [[t] for t in texts if t] + [list(texts)]
-    logs = []
-    for signature in signatures:
-        for batch in batches:
-            targets = batch if signature in PAIR_SIGNATURES else None
-            request = make_predict_request(batch, model_name, signature, targets=targets)
-            log = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request)
-            )
-            logs.append(log)
-    return logs
-
-
-def write_warmup_file(
-    export_dir: str, model_name: str, texts=WARMUP_TEXTS, signatures: Sequence[str] = SIGNATURES
-) -> str:
-    """Write `assets.extra/tf_serving_warmup_requests` (a TFRecord of PredictionLog protos)."""
-    extra = os.path.join(export_dir, "assets.extra")
-    tf.io.gfile.makedirs(extra)
-    path = os.path.join(extra, WARMUP_FILE)
-    with tf.io.TFRecordWriter(path) as writer:
-        for log in warmup_requests(model_name, texts, signatures):
-            writer.write(log.SerializeToString())
-    return path
-
-
 def save_module(
     module: TranslationModule,
     export_base: str,
@@ -176,22 +135,30 @@ def save_module(
     version: int | None = None,
     check_ops: bool = True,
     info: dict | None = None,
+    warm_widths: str = "all",
 ) -> str:
     """Save `module` as `export_base/model_name/version` (atomically) and return that path;
-    `info` (what the graph was built with) goes to its `EXPORT_INFO_FILE`."""
+    `info` (what the graph was built with) goes to its `EXPORT_INFO_FILE`, with the warm-up's
+    source widths. `warm_widths`: which signatures of an XLA export the warm-up records send
+    a sentence of every source width (`warmup.WIDTH_SIGNATURES`)."""
     model_base = os.path.join(export_base, model_name)
     version = next_version(model_base) if version is None else version
     check_int("version", version)
     final_dir = os.path.join(model_base, str(version))
     if os.path.exists(final_dir):
         raise FileExistsError(f"{final_dir!r} exists: versions are immutable, pick a new one")
+    widths, width_signatures = width_warmup(module, warm_widths)
     os.makedirs(model_base, exist_ok=True)
     tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_base)  # ignored by TF Serving
     try:
         tf.saved_model.save(module, tmp_dir, signatures=module.signatures())
         served = SIGNATURES + (GUIDED_SIGNATURES if module.guided else ())
-        write_warmup_file(tmp_dir, model_name, signatures=served)
+        write_warmup_file(tmp_dir, model_name, signatures=served, widths=widths,
+                          width_signatures=width_signatures)  # fmt: skip
         if info is not None:
+            shapes = [[len(batch), len(batch[0].split())] for batch in widths]  # a piece a word
+            warmup = {"rows_and_pieces": shapes, "signatures": list(width_signatures)}
+            info = {**info, "warmup": warmup}
             with open(os.path.join(tmp_dir, EXPORT_INFO_FILE), "w") as f:
                 json.dump(info, f, indent=1, sort_keys=True)
         allow_xla = bool(getattr(module.translator, "jit_compile", False))
@@ -220,6 +187,7 @@ def export_savedmodel(
     pad_kernels: bool | None = None,
     guided: bool = False,
     transpose_kernels: bool | None = None,
+    warm_widths: str = "all",
 ) -> str:
     """Export the trained model in `model_dir`; returns `export_base/model_name/version`.
 
@@ -248,6 +216,10 @@ def export_savedmodel(
             (`incremental.transposed_kernels_pay`).
         guided: add `translate_guided` and `translate_alternatives` (prefix, alternatives,
             terminology; growing buffers only: left out under `jit_compile`).
+        warm_widths: with `jit_compile`, which signatures the warm-up records send one
+            sentence of every source width, so that no one-sentence request compiles once
+            served: "all" (each compiled search's signature), "serving_default" or "none"
+            (`serving.warmup`).
 
     The choices the graph was built with (dtype, padded or transposed kernels, XLA, the
     search, the tracing machine's CPU) are written to the version's
@@ -279,7 +251,7 @@ def export_savedmodel(
     guided = guided and not jit_compile
     module = TranslationModule(translator, model, tokenizer, n_best, guided=guided)
     info = export_info(translator, dtype)
-    return save_module(module, export_base, model_name, version, check_ops, info)
+    return save_module(module, export_base, model_name, version, check_ops, info, warm_widths)
 
 
 def export_info(translator, dtype: str) -> dict:
