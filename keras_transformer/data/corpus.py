@@ -174,8 +174,8 @@ def load_corpus(
         while chunk := list(itertools.islice(pairs, _GENERATOR_CHUNK)):
             yield {"source": [s for s, _ in chunk], "target": [t for _, t in chunk]}
 
-    # Chunks, unbatched in C++: from_generator costs ~0.35 ms per element it yields (a
-    # py_function call), 9 s for the bundled 26753 pairs one by one (2-core VM).
+    # Chunks, unbatched in C++: every element from_generator yields is a Python call
+    # (benchmarks/results/2026-11-25-benchmarks-history.md, "load_corpus yields chunks").
     spec = tf.TensorSpec(shape=(None,), dtype=tf.string)
     chunks = tf.data.Dataset.from_generator(
         generate, output_signature={"source": spec, "target": spec}
