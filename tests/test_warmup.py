@@ -174,3 +174,14 @@ def test_width_warmup_only_for_an_xla_export_and_as_chosen(tokenizer):
     assert warmup.width_warmup(_module(False, tokenizer), "all") == ([], ())
     with pytest.raises(ValueError, match="warm_widths='some'"):
         warmup.width_warmup(_module(True, tokenizer), "some")
+
+
+def test_warmup_records_stay_within_what_tf_serving_loads():
+    widths = [["a " * n] for n in range(1, 600)]  # more than 1000 records over 3 signatures
+    names = warmup.WIDTH_SIGNATURES["all"]
+    with pytest.warns(UserWarning, match="keeping the first"):
+        logs = warmup.warmup_requests("m", ("One.",), SIGNATURES, widths, names)
+    assert warmup.MAX_RECORDS - len(names) < len(logs) <= warmup.MAX_RECORDS
+    per_signature = (len(logs) - 2 * len(SIGNATURES)) // len(names)  # the narrowest kept
+    last = tf.make_ndarray(logs[-1].predict_log.request.inputs["text"]).tolist()
+    assert last == [widths[per_signature - 1][0].encode()]

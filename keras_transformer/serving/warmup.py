@@ -21,6 +21,7 @@ TF Serving's merged batches) may still compile a new bucket on first use (BUILD.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -54,6 +55,7 @@ WIDTH_SIGNATURES = {
     "none": (),
 }
 WORD_PIECE = "\u2581"  # SentencePiece's word-start mark
+MAX_RECORDS = 1000  # TF Serving refuses to load a version whose warm-up file holds more
 
 
 def longest_segment(documents, max_length: int) -> int:
@@ -143,6 +145,15 @@ def warmup_requests(
 
     batches = [[t] for t in texts if t] + [list(texts)]
     plan = [(signature, batch) for signature in signatures for batch in batches]
+    room = (MAX_RECORDS - len(plan)) // max(len(width_signatures), 1)
+    if len(widths) > room:  # a long max_length without cutting: keep the narrowest widths
+        warnings.warn(
+            f"{len(widths)} width warm-up requests a signature would pass TF Serving's "
+            f"{MAX_RECORDS} warm-up records: keeping the first {max(room, 0)}; wider "
+            "requests compile on first use",
+            stacklevel=2,
+        )
+        widths = widths[: max(room, 0)]
     plan += [(signature, list(batch)) for signature in width_signatures for batch in widths]
     logs = []
     for signature, batch in plan:
