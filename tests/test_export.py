@@ -365,24 +365,35 @@ def test_signature_defaults_are_the_sampling_defaults(export_dir):
         assert not meta_graph.signature_def[name].defaults
 
 
-def test_warmup_requests_cover_every_signature_and_replay(export_dir, loaded):
+def _warmup_requests(export_dir: str) -> list:
+    """The `PredictRequest`s of an export's warm-up file, in order."""
     from tensorflow_serving.apis import prediction_log_pb2
 
     path = os.path.join(export_dir, "assets.extra", ex.WARMUP_FILE)
-    logs = []
-    for record in tf.data.TFRecordDataset(path):
-        logs.append(prediction_log_pb2.PredictionLog.FromString(record.numpy()))
-    assert 0 < len(logs) <= 1000  # TF Serving reads at most 1000 warm-up records
-    requests = [log.predict_log.request for log in logs]
+    return [
+        prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        for record in tf.data.TFRecordDataset(path)
+    ]
+
+
+def _replay(loaded, request) -> dict:
+    """`request` run through its signature of the loaded export, as TF Serving replays it."""
+    inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
+    return loaded.signatures[request.model_spec.signature_name](**inputs)
+
+
+def test_warmup_requests_cover_every_signature_and_replay(export_dir, loaded):
+    requests = _warmup_requests(export_dir)
+    assert 0 < len(requests) <= 1000  # TF Serving reads at most 1000 warm-up records
     assert {r.model_spec.signature_name for r in requests} == set(SIGNATURES)
     for request in requests:
         name = request.model_spec.signature_name
         function = loaded.signatures[name]
         assert request.model_spec.name == MODEL_NAME
         assert set(request.inputs) == set(function.structured_input_signature[1])
-        inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
-        out = function(**inputs)
-        batch = len(inputs["text" if "text" in inputs else "source"])  # score and align: source
+        out = _replay(loaded, request)
+        key = "text" if "text" in request.inputs else "source"  # score and align: source
+        batch = len(tf.make_ndarray(request.inputs[key]))
         assert all(value.shape[0] == batch for value in out.values())
 
 
@@ -520,17 +531,11 @@ def _check_width_warmup(export_dir: str, loaded) -> None:
     """An XLA export's warm-up records send a request for each `(rows, width)` bucket of a
     one-sentence request (`serving.warmup.width_shapes`) to each search signature, and each
     replays."""
-    from tensorflow_serving.apis import prediction_log_pb2
-
     from keras_transformer.serving import warmup
 
     info = ex.read_export_info(export_dir)["warmup"]
     assert info["signatures"] == list(warmup.WIDTH_SIGNATURES["all"])
-    path = os.path.join(export_dir, "assets.extra", ex.WARMUP_FILE)
-    requests = [
-        prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
-        for record in tf.data.TFRecordDataset(path)
-    ]
+    requests = _warmup_requests(export_dir)
     longest = warmup.longest_segment(DocumentOptions(), 64)  # make_model_dir's max_length
     assert len(info["rows_and_pieces"]) == len(warmup.width_shapes(longest, cut=True))
     width_records = len(info["signatures"]) * len(info["rows_and_pieces"])
@@ -543,8 +548,7 @@ def _check_width_warmup(export_dir: str, loaded) -> None:
     ]
     assert [(n, len(texts), len(texts[0].split())) for n, texts in added] == want
     for request in requests[-width_records:]:  # each replays
-        inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
-        out = loaded.signatures[request.model_spec.signature_name](**inputs)
+        out = _replay(loaded, request)
         rows = len(tf.make_ndarray(request.inputs["text"]))
         assert all(value.shape[0] == rows for value in out.values())
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from keras_transformer.cli import common
+from keras_transformer.serving.signatures import WIDTH_SIGNATURES
 
 # The decoder's kernel layouts an export can be told (the same translations, a matter of speed)
 LAYOUT_FLAGS = {
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
             "assets.extra/export_info.json (default: %(default)s)",
         )  # fmt: skip
     parser.add_argument(
-        "--warm-widths", choices=("all", "serving_default", "none"), default="all",
+        "--warm-widths", choices=tuple(WIDTH_SIGNATURES), default="all",
         help="with --jit-compile: which signatures the warm-up records (replayed by TF Serving "
         "as it loads the version) send one sentence of every source width, so that no "
         "one-sentence request compiles the search while served: all (serving_default, "

@@ -140,7 +140,7 @@ def save_module(
     """Save `module` as `export_base/model_name/version` (atomically) and return that path;
     `info` (what the graph was built with) goes to its `EXPORT_INFO_FILE`, with the warm-up's
     source widths. `warm_widths`: which signatures of an XLA export the warm-up records send
-    a sentence of every source width (`warmup.WIDTH_SIGNATURES`)."""
+    a sentence of every source width (`signatures.WIDTH_SIGNATURES`)."""
     model_base = os.path.join(export_base, model_name)
     version = next_version(model_base) if version is None else version
     check_int("version", version)

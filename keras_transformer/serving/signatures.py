@@ -53,6 +53,15 @@ SIGNATURES = (  # every export's; exports made with guided=True add GUIDED_SIGNA
     ALIGN_SIGNATURE,
 )
 PAIR_SIGNATURES = (SCORE_SIGNATURE, ALIGN_SIGNATURE)  # take source and target
+# An XLA export's `warm_widths` choice -> the signatures its warm-up records send every
+# source width (`serving.warmup`): one for each compiled search. `translate_markup` runs
+# serving_default's (measured: its first request of a new width compiles nothing after
+# serving_default's); `score` and `align` do not search.
+WIDTH_SIGNATURES = {
+    "all": (SERVING_SIGNATURE, NBEST_SIGNATURE, SAMPLE_SIGNATURE),
+    "serving_default": (SERVING_SIGNATURE,),
+    "none": (),
+}
 MARKUP_OUTPUT_KEYS = ("translations", "scores", "alignments", "warnings")
 ALIGN_OUTPUT_KEYS = ("alignments",)
 INPUT_KEY = "text"

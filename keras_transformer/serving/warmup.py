@@ -32,9 +32,8 @@ from keras_transformer.decoding.search import XLA_WIDTH_MULTIPLE
 from keras_transformer.serving.signatures import (
     NBEST_SIGNATURE,
     PAIR_SIGNATURES,
-    SAMPLE_SIGNATURE,
-    SERVING_SIGNATURE,
     SIGNATURES,
+    WIDTH_SIGNATURES,
     make_predict_request,
 )
 
@@ -45,15 +44,6 @@ WARMUP_TEXTS = (
     "This sentence is a little longer than the others, so that warm-up sees a longer source.",
     "",
 )
-# `warm_widths` choice -> the signatures warmed at every source width of an XLA export: one
-# for each compiled search. `translate_markup` runs serving_default's (measured: its first
-# request of a new width compiles nothing after serving_default's); `score` and `align` do not
-# search.
-WIDTH_SIGNATURES = {
-    "all": (SERVING_SIGNATURE, NBEST_SIGNATURE, SAMPLE_SIGNATURE),
-    "serving_default": (SERVING_SIGNATURE,),
-    "none": (),
-}
 WORD_PIECE = "\u2581"  # SentencePiece's word-start mark
 MAX_RECORDS = 1000  # TF Serving refuses to load a version whose warm-up file holds more
 
