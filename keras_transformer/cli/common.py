@@ -216,11 +216,26 @@ def sampling_options(args: argparse.Namespace) -> dict | None:
 
 
 def read_lines(path: str | None) -> list[str]:
-    """The lines of a UTF-8 file, or of stdin when `path` is None, without newlines."""
+    """The lines of a UTF-8 file, or of stdin when `path` is None, without newlines. A line
+    that is not valid UTF-8 is a ValueError naming the file, the line and the first bad
+    byte."""
+    name = "stdin" if path is None else path
     if path is None:
-        return [line.rstrip("\n") for line in sys.stdin]
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+        data = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    lines = []
+    for number, raw in enumerate(data.splitlines(), start=1):  # as text mode: \n, \r\n, \r
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{name} line {number} is not valid UTF-8: byte 0x{raw[error.start]:02x} at "
+                f"byte {error.start + 1} of the line. Received: "
+                f"line={raw.decode('utf-8', 'replace').rstrip()!r}"
+            ) from None
+    return lines
 
 
 def split_pairs(lines: Sequence[str]) -> tuple[list[str], list[str]]:

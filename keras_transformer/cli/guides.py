@@ -20,6 +20,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from keras_transformer.cli.common import read_lines
+
 GUIDE_FLAGS = ("prefix", "constraints", "avoid", "glossary", "alternatives", "guide_columns")
 
 
@@ -71,8 +73,7 @@ def has_guides(args: argparse.Namespace) -> bool:
 def read_glossary(path: str) -> str:
     """A glossary file's `source<TAB>target` lines joined by newlines; a line that is not two
     non-empty fields is a ValueError naming its number and text."""
-    with open(path, encoding="utf-8") as f:
-        lines = [line.rstrip("\r\n") for line in f]
+    lines = read_lines(path)
     kept = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
