@@ -26,6 +26,7 @@ from keras_transformer.decoding.scoring import score_document_tensors
 from keras_transformer.serving import export as ex
 from keras_transformer.serving import op_check
 from keras_transformer.serving.signatures import (
+    ALIGN_SIGNATURE,
     NBEST_SIGNATURE,
     SAMPLE_INPUTS,
     SAMPLE_SIGNATURE,
@@ -430,6 +431,17 @@ def test_score_signature_takes_any_strings_and_checks_batch_sizes(loaded):
         assert value.shape == [len(BAD_TEXTS)] and bool(tf.reduce_all(value < 0))
     with pytest.raises(tf.errors.InvalidArgumentError, match="batch sizes differ"):
         score(source=tf.constant(BAD_TEXTS), target=tf.constant(BAD_TEXTS[:2]))
+
+
+@pytest.mark.parametrize("signature", [SCORE_SIGNATURE, ALIGN_SIGNATURE, SEGMENT_SIGNATURE])
+def test_every_text_input_has_the_byte_limit(loaded, signature):
+    over = tf.constant(["ok", "x" * 100_001])
+    pair = signature != SEGMENT_SIGNATURE
+    inputs = {"source": over[::-1], "target": over} if pair else {"text": over}
+    name = "source" if pair else "input"
+    refused = rf"(?s){name} longer than max_input_bytes=100000.*100001"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=refused):
+        loaded.signatures[signature](**inputs)
 
 
 def test_sample_signature_same_seed_same_output_other_seeds_differ(loaded):

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_transformer import SearchOptions
 from keras_transformer.artifacts import load_trained
+from keras_transformer.constants import UNK_ID
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.guided import (
     GuideLimits,
@@ -35,6 +36,10 @@ REQUESTS = {  # name: (texts, prefix, constraints, avoid, glossary)
     "glossary": (TEXTS[:1], None, None, None, ["cat Katze"]),
     "long prefix": (TEXTS[:1], ["x" * 100_000], None, None, None),
     "many": (TEXTS[:1], None, ["\t".join(["a"] * 17)], None, None),
+    "rows": (TEXTS[:2], ["Der "], None, None, None),
+    "unspellable": (TEXTS[:1], None, ["Hund \u2603"], None, None),
+    "unspellable glossary": (TEXTS[:1], None, None, None, ["cat\tKatze \u2603"]),
+    "bad prefix bytes": (TEXTS[:1], [b"Der \xc3"], None, None, None),
     "overlong": ([LONG, TEXTS[1]], None, None, None, None),
     "overlong prefix": ([LONG], ["Der "], None, None, None),
 }
@@ -147,12 +152,18 @@ def test_glossary_terms_match_literally_at_word_boundaries():
 
 
 @pytest.mark.slow
-def test_bad_requests_are_refused_with_the_value_named(answers):
+def test_bad_requests_are_refused_with_the_value_named(answers, tiny):
     messages = {
         "glossary": "malformed glossary line.*cat Katze",
         "long prefix": "prefix longer than 2000 bytes",
         "many": "more than 16 constraint phrases",
+        "rows": r"prefix must have one row per text.*\[1\].*\[2\]",
+        "unspellable": "no piece for.*Hund \u2603",
+        "unspellable glossary": "no piece for.*Katze \u2603",
+        "bad prefix bytes": "prefix is not valid UTF-8.*Der \ufffd",
     }
+    snowman = tiny.tokenizer.tokenize(tf.constant(["\u2603"])).flat_values.numpy()
+    assert UNK_ID in snowman  # the tiny vocabulary cannot spell it
     for name, pattern in messages.items():
         assert isinstance(answers[name], tf.errors.InvalidArgumentError), name
         assert re.search(pattern, answers[name].message, re.S), answers[name].message

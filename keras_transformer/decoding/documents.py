@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.config import DocumentOptions
+from keras_transformer.data.input_checks import check_size
 from keras_transformer.data.segmenter import segment
 
 CLAUSE_ENDS = (",", ";", ":", "，", "；", "：", "、")
@@ -121,19 +122,6 @@ def in_sorted_batches(source: tf.RaggedTensor, batch_size: int, run: Callable, k
     return tf.gather(texts, inverse), tf.gather(scores, inverse)
 
 
-def check_input_sizes(texts: tf.Tensor, max_bytes: int) -> tf.Tensor:
-    """`texts` string `(batch,)`, after an assertion (INVALID_ARGUMENT when served) that none
-    is longer than `max_bytes` bytes; the message names the limit and the lengths."""
-    check = tf.debugging.assert_less_equal(
-        tf.strings.length(texts), max_bytes,
-        message=f"input longer than max_input_bytes={max_bytes} bytes (UTF-8): send it in "
-        "parts. Input lengths in bytes:",
-        summarize=16,
-    )  # fmt: skip
-    with tf.control_dependencies([check]):
-        return tf.identity(texts)
-
-
 def translate_documents(
     texts,
     tokenize: Callable,
@@ -154,7 +142,7 @@ def translate_documents(
         ranks: `cut_ranks` of the vocabulary, int32 `(vocab, 2)`.
         k: the number of columns `run` returns (its n-best width).
     """
-    texts = check_input_sizes(tf.convert_to_tensor(texts, tf.string), options.max_input_bytes)
+    texts = check_size(texts, options.max_input_bytes, "input", "max_input_bytes")
     if options.segment:
         segmentation = segment(texts)
         sentences = segmentation.segments.flat_values  # (segments,)

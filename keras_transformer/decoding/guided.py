@@ -46,7 +46,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.config import SearchOptions
-from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.constants import BOS_ID, EOS_ID, GUIDE_KEYS, PAD_ID, UNK_ID
+from keras_transformer.data.input_checks import check_size, check_utf8
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.constraints import Guide, GuidedBeamSearch, phrases_met
 from keras_transformer.decoding.guided_chunks import Chunks, join_chunks, split_sentences
@@ -81,16 +82,6 @@ def piece_strings(model_proto: bytes) -> np.ndarray:
     return np.asarray(
         [processor.id_to_piece(i).encode() for i in range(processor.get_piece_size())], object
     )
-
-
-def check_bytes(texts, limit: int, name: str) -> tf.Tensor:
-    """`texts` after an assertion that none is longer than `limit` bytes."""
-    check = tf.debugging.assert_less_equal(
-        tf.strings.length(texts), limit,
-        message=f"{name} longer than {limit} bytes. Byte lengths received:", summarize=8,
-    )  # fmt: skip
-    with tf.control_dependencies([check]):
-        return tf.identity(texts)
 
 
 def check_at_most(values, limit: int, message: str):
@@ -262,9 +253,12 @@ def glossary_for(sentences, rows, glossary, limits) -> tf.RaggedTensor:
     return glossary_targets(sentences, rows, sources, targets)
 
 
-def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: str):
+def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: str,
+               spelled: bool = False):  # fmt: skip
     """Ragged strings `(m, None)` -> int32 ragged ids `(m, None, None)`, after assertions on
-    the phrase count and their lengths in pieces."""
+    the phrase count and their lengths in pieces; with `spelled` (phrases the output must
+    hold), also that the vocabulary spells each one without UNK (else the output could only
+    hold UNK, detokenized as " ⁇ ", where the phrase was asked for)."""
     ids = tokenize(phrases.flat_values)  # (phrases, None)
     checks = [
         check_at_most(phrases.row_lengths(), limits.phrases,
@@ -272,9 +266,40 @@ def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: st
         check_at_most(ids.row_lengths(), limits.phrase_pieces,
                       f"a {name} phrase longer than {limits.phrase_pieces} pieces. Lengths:"),
     ]  # fmt: skip
+    if spelled:
+        unknown = tf.reduce_any(tf.equal(ids, UNK_ID), axis=1)  # (phrases,)
+        checks.append(tf.debugging.Assert(
+            ~tf.reduce_any(unknown),
+            [f"a {name} phrase (explicit or a glossary target) has characters the model's "
+             "vocabulary has no piece for, so no output can hold it:",
+             tf.boolean_mask(phrases.flat_values, unknown)],
+            summarize=3,
+        ))  # fmt: skip
     with tf.control_dependencies(checks):
         values = tf.identity(ids.flat_values)
     return tf.RaggedTensor.from_row_splits(ids.with_flat_values(values), phrases.row_splits)
+
+
+def guide_fields(text, fields, limits: GuideLimits) -> list[tf.Tensor]:
+    """The guides `(prefix, constraints, avoid, glossary)` of string `text (batch,)`, each a
+    string `(batch,)` or None (all ""), checked: one row per text (a server must not pair a
+    request's guides with another row's text), within their byte limits, valid UTF-8."""
+    batch = tf.size(text)
+    checked = []
+    for name, field in zip(GUIDE_KEYS, fields):
+        if field is None:
+            checked.append(tf.fill(tf.shape(text), ""))
+            continue
+        field = tf.convert_to_tensor(field, tf.string)
+        rows = tf.debugging.assert_equal(
+            tf.size(field), batch, message=f"{name} must have one row per text. Rows of "
+            f"{name}, then of text:",
+        )  # fmt: skip
+        with tf.control_dependencies([rows]):
+            field = tf.identity(field)
+        limit = limits.prefix_bytes if name == "prefix" else limits.field_bytes
+        checked.append(check_utf8(check_size(field, limit, name), name))
+    return checked
 
 
 def translate_guided(translator, text, prefix=None, constraints=None, avoid=None, glossary=None,
@@ -289,16 +314,9 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
     "" with score -inf and `constraints_met` false, after the real ones. Every other score is
     finite."""
     limits = limits or GuideLimits()
-    text = tf.convert_to_tensor(text, tf.string)
-    blank = tf.fill(tf.shape(text), "")
-    fields = [blank if f is None else tf.convert_to_tensor(f, tf.string)
-              for f in (prefix, constraints, avoid, glossary)]  # fmt: skip
-    prefix = check_bytes(fields[0], limits.prefix_bytes, "prefix")
-    names = ("constraints", "avoid", "glossary")
-    constraints, avoid, glossary = [
-        check_bytes(field, limits.field_bytes, name) for field, name in zip(fields[1:], names)
-    ]
-    text = check_bytes(text, translator.documents.max_input_bytes, "input")
+    text = check_size(text, translator.documents.max_input_bytes, "input", "max_input_bytes")
+    fields = guide_fields(text, (prefix, constraints, avoid, glossary), limits)
+    prefix, constraints, avoid, glossary = fields
     parts = sentence_fields(text, prefix, constraints, avoid, translator.documents.segment)
     segmentation, sentences = parts[:2]
     chunks = split_sentences(translator, *parts[1:])  # (c, ...): overlong sentences cut
@@ -340,7 +358,7 @@ def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: G
     pieces = piece_strings(tokenizer.model_proto)
     forced, first_allowed, head_ids = prefix_parts(
         tokenizer.tokenize, pieces, prefix, config.vocab_size)  # fmt: skip
-    wanted_ids = phrase_ids(tokenizer.tokenize, wanted, limits, "constraint")
+    wanted_ids = phrase_ids(tokenizer.tokenize, wanted, limits, "constraint", spelled=True)
     avoid_ids = phrase_ids(tokenizer.tokenize, avoided, limits, "avoid")
     room = forced.row_lengths() + tf.reduce_sum(wanted_ids.row_lengths(axis=2), axis=1)
     fits = check_at_most(room, config.max_length - 2,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from keras_transformer.data.input_checks import check_size
 from keras_transformer.data.markup import insert_tags, parse_markup
 from keras_transformer.data.protected_spans import restore_spans
 from keras_transformer.data.segmenter import segment
@@ -50,7 +51,8 @@ def translate_markup(translator, texts, starts, protect: bool = True, **choice) 
     alignment's layer, head and row (default `translator.alignment`)."""
     model, tokenizer = translator.model, translator.tokenizer
     choice = choice or translator.alignment.kwargs()
-    parsed = parse_markup(texts)
+    limit = translator.documents.max_input_bytes
+    parsed = parse_markup(check_size(texts, limit, "input", "max_input_bytes"))
     if translator.documents.segment:
         segmentation = segment(parsed.text)
         sentences, counts = segmentation.segments.flat_values, segmentation.segments.row_lengths()

@@ -19,14 +19,17 @@ sample.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding.loop import NEG_INF, LoopOptions, StepContext, Strategy
 
 METHODS = ("greedy", "top_k", "top_p", "sample")
+TINY = float(np.finfo(np.float32).tiny)  # the smallest temperature: float32's smallest normal
 
 
 class SampleState(NamedTuple):
@@ -174,8 +177,39 @@ def check_sampling_args(method, top_k, top_p, temperature) -> None:
         raise ValueError(f"top_k must be >= 0 (0: off). Received: top_k={top_k!r}")
     if method in ("top_p", "sample") and _is_number(top_p) and not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1]. Received: top_p={top_p!r}")
-    if _is_number(temperature) and temperature <= 0:
-        raise ValueError(f"temperature must be > 0. Received: temperature={temperature!r}")
+    if _is_number(temperature) and not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(
+            f"temperature must be > 0 and finite. Received: temperature={temperature!r}"
+        )
+
+
+def sampling_tensors(temperature, top_k, top_p):
+    """The knobs of a served request as the sampler takes them, `(temperature float32, top_k
+    int32, top_p float32, checks)`, with `checks` the assertions to run first (each message
+    quotes the value received, before any cast):
+
+    - temperature finite and at least float32's smallest normal number (a smaller one would
+      divide the logits by zero; an infinite one samples uniformly: noise, not text);
+    - top_k >= 0, capped at int32's largest (any k over the vocabulary keeps every token)
+      before the cast, so that no int64 wraps around to another k;
+    - top_p in (0, 1]."""
+    given = {"temperature": tf.convert_to_tensor(temperature), "top_k": tf.convert_to_tensor(top_k),
+             "top_p": tf.convert_to_tensor(top_p)}  # fmt: skip
+    temperature = tf.cast(given["temperature"], tf.float32)
+    top_k = given["top_k"]
+    top_k = tf.cast(tf.minimum(top_k, tf.cast(np.iinfo(np.int32).max, top_k.dtype)), tf.int32)
+    top_p = tf.cast(given["top_p"], tf.float32)
+    rules = {
+        "temperature": (tf.math.is_finite(temperature) & (temperature >= TINY),
+                        f"must be > 0 and finite (at least {TINY:.3g}, float32 normal)"),
+        "top_k": (given["top_k"] >= 0, "must be >= 0 (0: off)"),
+        "top_p": ((top_p > 0) & (top_p <= 1), "must be in (0, 1]"),
+    }  # fmt: skip
+    checks = [
+        tf.debugging.Assert(ok, [f"{name} {rule}. Received: {name}=", given[name]])
+        for name, (ok, rule) in rules.items()
+    ]
+    return temperature, top_k, top_p, checks
 
 
 @dataclass(frozen=True)

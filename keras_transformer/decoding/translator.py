@@ -25,7 +25,7 @@ import tensorflow as tf
 from keras_transformer.checks import check_int
 from keras_transformer.config import AlignmentOptions, DocumentOptions, SearchOptions
 from keras_transformer.decoding.documents import cut_ranks, translate_documents
-from keras_transformer.decoding.sampling import check_sampling_args
+from keras_transformer.decoding.sampling import check_sampling_args, sampling_tensors
 from keras_transformer.decoding.search import (
     XLA_WIDTH_MULTIPLE,
     check_model,
@@ -270,14 +270,7 @@ class Translator(tf.Module):
             method, top_p = "sample", 1.0
         elif method == "top_p":
             method, top_k = "sample", 0
-        temperature = tf.cast(temperature, tf.float32)
-        top_k, top_p = tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32)
-        checks = [
-            tf.debugging.assert_positive(temperature, message="temperature must be > 0"),
-            tf.debugging.assert_non_negative(top_k, message="top_k must be >= 0 (0: off)"),
-            tf.debugging.assert_positive(top_p, message="top_p must be in (0, 1]"),
-            tf.debugging.assert_less_equal(top_p, 1.0, message="top_p must be in (0, 1]"),
-        ]
+        temperature, top_k, top_p, checks = sampling_tensors(temperature, top_k, top_p)
         with tf.control_dependencies(checks):
             text = tf.identity(tf.convert_to_tensor(text, tf.string))
         function = self.sample_function("greedy" if method == "greedy" else "sample")

@@ -28,9 +28,11 @@ shows the split.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from keras_transformer.checks import check_int
+from keras_transformer.constants import GUIDE_KEYS  # noqa: F401  (re-exported)
 
 SERVING_SIGNATURE = "serving_default"  # text (batch,) -> translations, scores (batch,)
 NBEST_SIGNATURE = "translate_nbest"  # text (batch,) -> translations, scores (batch, n_best)
@@ -69,10 +71,6 @@ OUTPUT_KEYS = ("translations", "scores")
 SCORE_INPUT_KEYS = ("source", "target")
 SCORE_OUTPUT_KEYS = ("log_prob", "per_token", "score")
 SEGMENT_OUTPUT_KEYS = ("segments", "num_segments")
-# The guided signatures' inputs besides `text`, each string (batch,), "" for none
-# (keras_transformer.decoding.guided): the prefix, tab-separated constraints and phrases to
-# avoid, glossary lines `source<TAB>target` joined by newlines.
-GUIDE_KEYS = ("prefix", "constraints", "avoid", "glossary")
 GUIDED_OUTPUT_KEYS = ("translations", "scores", "constraints_met")
 # translate_sample's scalar inputs: name -> (dtype, default). The dtypes are JSON's number
 # types, so REST requests (and the test double) need no casts. The defaults (plain sampling
@@ -114,8 +112,10 @@ def sampling_inputs(
         top_p = 1.0
     elif method == "top_p":
         top_k = 0
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0. Received: temperature={temperature!r}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(
+            f"temperature must be > 0 and finite. Received: temperature={temperature!r}"
+        )
     if not isinstance(top_k, int) or top_k < (1 if method == "top_k" else 0):
         raise ValueError(f"top_k must be an int >= 1 (0: off). Received: top_k={top_k!r}")
     if not 0.0 < top_p <= 1.0:

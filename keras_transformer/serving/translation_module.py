@@ -132,6 +132,7 @@ class TranslationModule(tf.Module):
         from keras_transformer.decoding import scoring
 
         alpha = self.translator.options.alpha
+        source, target = self._checked(source, "source"), self._checked(target, "target")
         if self.translator.documents.segment:
             out = scoring.score_document_tensors(self.model, self.tokenizer, source, target, alpha)
         else:
@@ -145,6 +146,7 @@ class TranslationModule(tf.Module):
         to the model (one per input where the export does not segment)."""
         from keras_transformer.data.segmenter import segment
 
+        text = self._checked(text, "input")
         if self.translator.documents.segment:
             segments = segment(text).segments  # (batch, None)
         else:
@@ -170,10 +172,20 @@ class TranslationModule(tf.Module):
         from keras_transformer.decoding.alignments import align_tensors
         from keras_transformer.decoding.scoring import _string_pairs
 
-        source, target = _string_pairs(source, target)
+        source, target = _string_pairs(
+            self._checked(source, "source"), self._checked(target, "target")
+        )
         out = align_tensors(self.model, self.tokenizer, source, target, self._parts.starts,
                             **self.translator.alignment.kwargs())  # fmt: skip
         return {"alignments": tf.ensure_shape(out["alignments"], [None])}
+
+    def _checked(self, texts, name: str):
+        """`texts` string (batch,) after the checks every translation input gets
+        (`data.input_checks.check_size`: at most `max_input_bytes`)."""
+        from keras_transformer.data.input_checks import check_size
+
+        limit = self.translator.documents.max_input_bytes
+        return check_size(texts, limit, name, "max_input_bytes")
 
     def _guided_one(self, text, prefix, constraints, avoid, glossary):
         """`translate_guided`: strings (batch,) -> translations, scores, constraints_met

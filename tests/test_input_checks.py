@@ -1,0 +1,188 @@
+"""The checks of what a request sends (data/input_checks.py, the guides of decoding/guided.py,
+the sampling knobs of decoding/sampling.py): bad values refused with a message that names
+them, good ones passed unchanged. References: Python's own strict UTF-8 decoder, and the
+values as sent."""
+
+import math
+import random
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.constants import UNK_ID
+from keras_transformer.data.input_checks import check_size, check_utf8
+from keras_transformer.decoding.guided import GuideLimits, guide_fields, phrase_ids
+from keras_transformer.decoding.sampling import check_sampling_args, sampling_tensors
+from keras_transformer.serving.signatures import sampling_inputs
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _byte_strings(count: int, seed: int = 0) -> list[bytes]:
+    """Valid UTF-8 of random code points (every length of encoding), some of them damaged:
+    cut inside a character, a byte flipped or inserted, an encoded surrogate, an overlong
+    form, a code point past U+10FFFF."""
+    rng = random.Random(seed)
+    planes = [(0x20, 0x7F), (0x80, 0x800), (0x800, 0xD800), (0xE000, 0x10000), (0x10000, 0x110000)]
+    damage = [
+        lambda b: b[: rng.randrange(len(b))] if len(b) > 1 else b"\xc3",
+        lambda b: b + bytes([rng.randrange(0x80, 0x100)]),
+        lambda b: b[:1] + bytes([rng.randrange(256)]) + b[1:],
+        lambda b: b + b"\xed\xa0\x80",  # U+D800 encoded
+        lambda b: b + b"\xc0\xaf",  # "/" in two bytes
+        lambda b: b + b"\xf4\x90\x80\x80",  # U+110000
+        lambda b: b,
+    ]
+    strings = []
+    for _ in range(count):
+        chars = [chr(rng.randrange(*rng.choice(planes))) for _ in range(rng.randrange(1, 6))]
+        data = "".join(c for c in chars if not 0xD800 <= ord(c) < 0xE000).encode() or b"a"
+        strings.append(rng.choice(damage)(data))
+    return strings
+
+
+def test_utf8_check_agrees_with_pythons_strict_decoder():
+    strings = _byte_strings(400)
+    assert 40 < sum(map(_is_utf8, strings)) < 360  # both kinds are well represented
+    check = tf.function(lambda t: check_utf8(t, "prefix"))
+    for data in strings:
+        try:
+            out = check(tf.constant([data])).numpy()[0]
+            accepted = True
+        except tf.errors.InvalidArgumentError as error:
+            accepted = False
+            assert "prefix is not valid UTF-8" in error.message
+        assert accepted == _is_utf8(data), data
+        if accepted:
+            assert out == data  # passed unchanged
+
+
+def test_utf8_check_names_the_rows_and_quotes_them_as_valid_text():
+    texts = tf.constant([b"ok", b"caf\xc3", "fine \u00e9 \U0001f600".encode(), b"\xff x"])
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        tf.function(lambda t: check_utf8(t, "glossary"))(texts)  # as a served request runs
+    message = caught.value.message
+    assert re.search(r"glossary is not valid UTF-8.*\[1 3\] \[caf\ufffd \ufffd x\]", message)
+    message.encode("utf-8")  # the message itself is text
+    assert check_utf8(tf.constant(["\ufffd stays", "\x00"]), "x").numpy().tolist() == [
+        "\ufffd stays".encode(),
+        b"\x00",
+    ]
+
+
+def test_size_check_names_the_input_limit_and_lengths():
+    assert check_size(tf.constant(["abc", ""]), 3, "input").numpy().tolist() == [b"abc", b""]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)source longer than "
+                       r"max_input_bytes=3 bytes.*\[2 4\]"):  # fmt: skip
+        check_size(tf.constant(["ab", "abcd"]), 3, "source", "max_input_bytes")
+
+
+def _sampling_error(**values) -> str:
+    """The message of the knobs' checks ("" if they pass), run as a served request runs them."""
+    knobs = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, **values}
+
+    @tf.function
+    def checked():
+        temperature, top_k, top_p, checks = sampling_tensors(**knobs)
+        with tf.control_dependencies(checks):
+            return tf.identity(temperature)
+
+    try:
+        checked()
+    except tf.errors.InvalidArgumentError as error:
+        return error.message
+    return ""
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [("temperature", 0.0), ("temperature", -1.0), ("temperature", math.nan),
+     ("temperature", math.inf), ("temperature", 1e-39), ("top_k", -1), ("top_p", 0.0),
+     ("top_p", 1.5), ("top_p", math.nan)],
+)  # fmt: skip
+def test_sampling_knobs_out_of_range_are_refused_naming_the_value_sent(name, value):
+    dtype = tf.int64 if name == "top_k" else tf.float64
+    message = _sampling_error(**{name: tf.constant(value, dtype)})
+    assert f"{name} must be" in message and f"Received: {name}=" in message
+    if value == 1e-39:  # 0 as a float32 (flushed to zero): the message shows what was sent
+        assert "1e-39" in message
+
+
+def test_sampling_knobs_in_range_pass_and_top_k_never_wraps():
+    for temperature in (1e-30, 0.7, 1e30):
+        assert _sampling_error(temperature=tf.constant(temperature, tf.float64)) == ""
+    for sent in (0, 5, 2**31 - 1, 2**31, 2**32 + 5, 2**62):
+        _, top_k, _, _ = sampling_tensors(1.0, tf.constant(sent, tf.int64), 1.0)
+        assert int(top_k) == min(sent, 2**31 - 1)  # 2**32 + 5 must not become 5
+    temperature, _, top_p, _ = sampling_tensors(tf.constant(0.5, tf.float64), 0, 0.25)
+    assert (temperature.dtype, float(temperature), float(top_p)) == (tf.float32, 0.5, 0.25)
+
+
+@pytest.mark.parametrize("temperature", [math.inf, math.nan, 0.0])
+def test_python_sampling_values_must_be_finite_and_positive(temperature):
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        check_sampling_args("sample", 0, 1.0, temperature)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        sampling_inputs("sample", temperature=temperature)
+
+
+def test_guides_need_one_row_per_text_and_valid_utf8():
+    text = tf.constant(["a", "b"])
+    filled = guide_fields(text, (None, ["x", "y"], None, None), GuideLimits())
+    assert [f.numpy().tolist() for f in filled] == [[b"", b""], [b"x", b"y"], [b"", b""],
+                                                      [b"", b""]]  # fmt: skip
+    for index, name in enumerate(("prefix", "constraints", "avoid", "glossary")):
+        fields = [None] * 4
+        fields[index] = tf.constant(["only one"])
+        rows = rf"(?s){name} must have one row per text.*\[1\].*\[2\]"
+        with pytest.raises(tf.errors.InvalidArgumentError, match=rows):
+            guide_fields(text, fields, GuideLimits())
+        fields[index] = tf.constant([b"ok", b"Sch\xc3"])
+        with pytest.raises(tf.errors.InvalidArgumentError, match=f"{name} is not valid UTF-8"):
+            guide_fields(text, fields, GuideLimits())
+
+
+def test_constraints_the_vocabulary_cannot_spell_are_refused_by_name():
+    def tokenize(strings):  # one piece a character (a-z: 7-32), any other character UNK
+        chars = tf.strings.unicode_decode(strings, "UTF-8")  # (n, None) code points
+        inside = (chars >= ord("a")) & (chars <= ord("z"))
+        return tf.where(inside, chars - 90, UNK_ID)
+
+    phrases = tf.ragged.constant([["abc", "de"], ["xyz"]])
+    ids = phrase_ids(tokenize, phrases, GuideLimits(), "constraint", spelled=True)
+    np.testing.assert_array_equal(ids.flat_values, [7, 8, 9, 10, 11, 30, 31, 32])
+    bad = tf.ragged.constant([["abc", "d\u2603e"], ["x\U0001f600"]])
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        tf.function(lambda p: phrase_ids(tokenize, p, GuideLimits(), "constraint", True))(bad)
+    assert "[d\u2603e x\U0001f600]" in caught.value.message
+    assert "no piece for" in caught.value.message
+    # Phrases to avoid need no spelling: one the output cannot hold is avoided already.
+    phrase_ids(tokenize, bad, GuideLimits(), "avoid")
+
+
+def test_command_line_files_read_as_text_and_bad_bytes_named(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    from keras_transformer.cli.common import read_lines
+
+    path = tmp_path / "in.txt"
+    path.write_bytes("one\r\ntwo ü\rthree\n\nfour".encode())
+    with open(path, encoding="utf-8") as f:  # reference: Python's text mode
+        expected = [line.rstrip("\n") for line in f]
+    assert read_lines(str(path)) == expected == ["one", "two ü", "three", "", "four"]
+    path.write_bytes(b"fine\nstill fine\nbad \xff\xfe here\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))} line 3 is not valid UTF-8: "
+                       r"byte 0xff at byte 5 of the line"):  # fmt: skip
+        read_lines(str(path))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xc3\n")))
+    with pytest.raises(ValueError, match="stdin line 2 is not valid UTF-8"):
+        read_lines(None)
