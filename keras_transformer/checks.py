@@ -6,6 +6,7 @@ Plain Python (no TensorFlow or Keras import), so every module can use it.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -36,12 +37,12 @@ def check_number(
     above: float | None = None,
     below: float | None = None,
 ) -> float:
-    """Return `value` if it is a Python number (not a bool) within the bounds: `minimum` /
-    `maximum` inclusive, `above` / `below` exclusive (None: no bound), else raise a ValueError
-    naming it."""
+    """Return `value` if it is a finite Python number (not a bool, NaN or infinite) within the
+    bounds: `minimum` / `maximum` inclusive, `above` / `below` exclusive (None: no bound),
+    else raise a ValueError naming it. (Where a setting can be unlimited, None says so.)"""
     number = not isinstance(value, bool) and isinstance(value, (int, float))
-    if not number or not _within(value, minimum, maximum, above, below):
-        described = _describe("a number", minimum, maximum, above, below)
+    if not number or not math.isfinite(value) or not _within(value, minimum, maximum, above, below):
+        described = _describe("a finite number", minimum, maximum, above, below)
         raise ValueError(f"{name} must be {described}. Received: {name}={value!r}")
     return value
 

@@ -54,7 +54,7 @@ class SearchOptions:
                 "n_best cannot exceed beam_size. "
                 f"Received: n_best={self.n_best}, beam_size={self.beam_size}"
             )
-        check_number("alpha", self.alpha)
+        check_number("alpha", self.alpha, minimum=0)  # 0: no length penalty
         check_int("max_extra_length", self.max_extra_length, minimum=0)
 
     def replace(self, **changes: Any) -> SearchOptions:

@@ -305,7 +305,7 @@ class EvaluationConfig:
 
     def __post_init__(self) -> None:
         if self.eval_alpha is not None:
-            check_number("eval_alpha", self.eval_alpha)
+            check_number("eval_alpha", self.eval_alpha, minimum=0)
         for name in ("eval_every_steps", "eval_dev_pairs", "early_stopping"):
             check_int(name, getattr(self, name), minimum=0)
         check_choice("eval_decode", self.eval_decode, EVAL_DECODES)
