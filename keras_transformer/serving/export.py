@@ -72,6 +72,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -90,6 +91,9 @@ from keras_transformer.serving.warmup import (  # noqa: F401  (WARMUP_FILE: read
 
 # What the graph was built with (`export_info`): TF Serving ignores it, people and tools read it.
 EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
+# A model name is one directory under the export base, and part of every REST URL
+# (/v1/models/NAME:predict): a name with "/" or ".." would write elsewhere and not be served.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def make_translator(
@@ -128,6 +132,17 @@ def next_version(model_base: str) -> int:
     return max((int(n) for n in names if n.isdigit()), default=0) + 1
 
 
+def check_model_name(model_name) -> str:
+    """`model_name` if it is one directory name that a URL carries as it is (`MODEL_NAME`),
+    else a ValueError naming it."""
+    if not isinstance(model_name, str) or not MODEL_NAME.fullmatch(model_name):
+        raise ValueError(
+            "model_name must be one directory name of letters, digits, '.', '_' and '-', "
+            f"starting with a letter or digit. Received: model_name={model_name!r}"
+        )
+    return model_name
+
+
 def save_module(
     module: TranslationModule,
     export_base: str,
@@ -141,6 +156,7 @@ def save_module(
     `info` (what the graph was built with) goes to its `EXPORT_INFO_FILE`, with the warm-up's
     source widths. `warm_widths`: which signatures of an XLA export the warm-up records send
     a sentence of every source width (`signatures.WIDTH_SIGNATURES`)."""
+    check_model_name(model_name)
     model_base = os.path.join(export_base, model_name)
     version = next_version(model_base) if version is None else version
     check_int("version", version)
@@ -227,6 +243,7 @@ def export_savedmodel(
     traced it.
     """
     search = search or SearchOptions()
+    check_model_name(model_name)
     if not isinstance(n_best, int) or not 1 <= n_best <= search.beam_size:
         raise ValueError(
             f"n_best must be an int in [1, beam_size={search.beam_size}]. "
