@@ -186,3 +186,51 @@ def test_command_line_files_read_as_text_and_bad_bytes_named(tmp_path, monkeypat
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xc3\n")))
     with pytest.raises(ValueError, match="stdin line 2 is not valid UTF-8"):
         read_lines(None)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, "0.6", None])
+def test_number_settings_must_be_finite_numbers(value):
+    from keras_transformer.checks import check_number
+
+    with pytest.raises(ValueError, match=r"x must be a finite number\. Received: x="):
+        check_number("x", value)
+
+
+@pytest.mark.parametrize("alpha", [math.nan, -0.1, math.inf])
+def test_length_penalty_alpha_is_finite_and_not_negative(alpha):
+    from keras_transformer import SearchOptions
+
+    with pytest.raises(ValueError, match=r"alpha must be a finite number >= 0\. Received"):
+        SearchOptions(alpha=alpha)
+    assert SearchOptions(alpha=0).alpha == 0
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "", ".", "..", ".hidden", "a b", "x\n"])
+def test_export_model_name_is_one_url_safe_directory(name, tmp_path):
+    from keras_transformer.serving.export import check_model_name, export_savedmodel
+
+    with pytest.raises(ValueError, match=r"model_name must be one directory name.*Received"):
+        export_savedmodel(str(tmp_path / "no_run"), str(tmp_path), model_name=name)
+    assert list(tmp_path.iterdir()) == []  # refused before anything is read or written
+    for good in ("transformer", "en-de_v2", "m.1"):
+        assert check_model_name(good) == good
+
+
+def test_commands_print_a_refused_request_as_one_error_line(capsys):
+    import argparse
+
+    from keras_transformer.cli.common import USER_ERROR_STATUS, run
+    from keras_transformer.data.input_checks import check_utf8
+
+    def command(args):  # a request refused inside a traced function, as translate's are
+        tf.function(lambda t: check_utf8(t, "prefix"))(tf.constant([b"ok", b"Sch\xc3"]))
+        return 0
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--debug", action="store_true")
+    assert run(parser, command, [], tensorflow=False) == USER_ERROR_STATUS
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: assertion failed: [prefix is not valid UTF-8") and "\n" not in err
+    assert "[1] [Sch\ufffd]" in err and "{{" not in err
+    with pytest.raises(tf.errors.InvalidArgumentError):  # --debug: the whole traceback
+        run(parser, command, ["--debug"], tensorflow=False)

@@ -301,6 +301,28 @@ def run(
         line = f"stopped: {error}" if preempted else f"error: {error_line(error)}"
         print(line, file=sys.stderr)
         return status
+    except Exception as error:
+        if args.debug or not _refused_by_graph(error):
+            raise
+        print(f"error: {graph_error_line(error)}", file=sys.stderr)  # a request refused
+        return USER_ERROR_STATUS
+
+
+def _refused_by_graph(error: BaseException) -> bool:
+    """Whether `error` is TensorFlow's InvalidArgumentError: what the translate functions'
+    input checks raise (INVALID_ARGUMENT when served), a user error, not a crash."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(error, tf.errors.InvalidArgumentError)
+
+
+def graph_error_line(error: BaseException) -> str:
+    """A TensorFlow error as one line: the failed assertion's message and values when it is
+    one, without the op and function names around it."""
+    message = getattr(error, "message", str(error))
+    start = message.find("assertion failed:")
+    if start >= 0:
+        message = message[start:].split("\n\t [[", 1)[0]
+    return error_line(message)
 
 
 def add_config_arguments(

@@ -270,7 +270,7 @@ def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: st
         unknown = tf.reduce_any(tf.equal(ids, UNK_ID), axis=1)  # (phrases,)
         checks.append(tf.debugging.Assert(
             ~tf.reduce_any(unknown),
-            [f"a {name} phrase (explicit or a glossary target) has characters the model's "
+            [f"a {name} phrase (explicit or a glossary target) has characters that the model "
              "vocabulary has no piece for, so no output can hold it:",
              tf.boolean_mask(phrases.flat_values, unknown)],
             summarize=3,
