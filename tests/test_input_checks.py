@@ -234,3 +234,20 @@ def test_commands_print_a_refused_request_as_one_error_line(capsys):
     assert "[1] [Sch\ufffd]" in err and "{{" not in err
     with pytest.raises(tf.errors.InvalidArgumentError):  # --debug: the whole traceback
         run(parser, command, ["--debug"], tensorflow=False)
+
+
+@pytest.mark.parametrize(
+    "section, field, value",
+    [("RecipeConfig", "learning_rate_scale", 0.0),
+     ("RecipeConfig", "learning_rate_scale", math.inf),
+     ("RecipeConfig", "seed", -1), ("RecipeConfig", "seed", 2**32),
+     ("RecipeConfig", "train_minutes", math.nan), ("EvaluationConfig", "eval_limit", -5),
+     ("EvaluationConfig", "eval_alpha", -0.5)],
+)  # fmt: skip
+def test_training_settings_out_of_range_are_refused_by_name(section, field, value):
+    from keras_transformer.config import sections
+
+    config_class = getattr(sections, section)
+    config_class(**{field: 0 if field == "eval_limit" else config_class().__dict__[field]})
+    with pytest.raises(ValueError, match=rf"{field} must be .*Received: {field}="):
+        config_class(**{field: value})

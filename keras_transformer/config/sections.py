@@ -246,6 +246,8 @@ class RecipeConfig:
     def __post_init__(self) -> None:
         check_choice("recipe_name", self.recipe_name, RECIPES)
         check_number("guided_alignment_weight", self.guided_alignment_weight, minimum=0)
+        check_number("learning_rate_scale", self.learning_rate_scale, above=0)
+        check_int("seed", self.seed, minimum=0, maximum=2**32 - 1)  # NumPy's seed range
         if self.train_steps is not None:
             check_int("train_steps", self.train_steps)
         for name in ("train_minutes", "time_budget_minutes"):
@@ -306,6 +308,8 @@ class EvaluationConfig:
     def __post_init__(self) -> None:
         if self.eval_alpha is not None:
             check_number("eval_alpha", self.eval_alpha, minimum=0)
+        if self.eval_limit is not None:
+            check_int("eval_limit", self.eval_limit, minimum=0)
         for name in ("eval_every_steps", "eval_dev_pairs", "early_stopping"):
             check_int(name, getattr(self, name), minimum=0)
         check_choice("eval_decode", self.eval_decode, EVAL_DECODES)
