@@ -251,3 +251,25 @@ def test_training_settings_out_of_range_are_refused_by_name(section, field, valu
     config_class(**{field: 0 if field == "eval_limit" else config_class().__dict__[field]})
     with pytest.raises(ValueError, match=rf"{field} must be .*Received: {field}="):
         config_class(**{field: value})
+
+
+@pytest.mark.parametrize("texts", [None, 5, ["ok", None], ["ok", 3.5], [["nested"]]])
+def test_translator_texts_must_be_strings(texts):
+    from keras_transformer.decoding.translator import text_list
+
+    with pytest.raises(TypeError, match="texts must be a string or a sequence of strings"):
+        text_list(texts)
+    assert text_list("one") == ["one"] and text_list((b"a", "b")) == [b"a", "b"]
+
+
+def test_translator_n_best_must_be_positive(one_layer_model_dir):
+    from keras_transformer import SearchOptions
+    from keras_transformer.artifacts import load_trained
+    from keras_transformer.decoding import Translator
+
+    model, _, tokenizer = load_trained(one_layer_model_dir)
+    translator = Translator(model, tokenizer, SearchOptions(beam_size=2))
+    with pytest.raises(ValueError, match="n_best must be an int >= 1. Received: n_best=0"):
+        translator(["The cat."], n_best=0)  # was the 1-best list, as if n_best were 1
+    with pytest.raises(TypeError, match="Received: texts=None"):
+        translator.translate(None)

@@ -295,7 +295,9 @@ class Translator(tf.Module):
 
         Returns a list of strings (with `n_best`: a list of `n_best` strings per text, best
         first), and with `return_scores` also the matching scores."""
-        texts = [texts] if isinstance(texts, str) else list(texts)
+        texts = text_list(texts)
+        if n_best is not None:
+            check_int("n_best", n_best)
         if not texts:
             return ([], []) if return_scores else []
         out = self.translate_tensors_n_best(tf.constant(texts), n_best=n_best or 1)
@@ -352,7 +354,7 @@ class Translator(tf.Module):
         """`run(batch_texts, batch_index) -> (outputs, scores)` over batches of similar
         subword length (sorted, stable), results put back in input order."""
         check_int("batch_size", batch_size)
-        texts = list(texts)
+        texts = text_list(texts)
         if not texts:
             return [], []
         lengths = self.tokenizer.tokenize(tf.constant(texts)).row_lengths().numpy()
@@ -369,3 +371,19 @@ class Translator(tf.Module):
             for i, output, score in zip(index, *batch):
                 outputs[i], scores[i] = output, score
         return outputs, scores
+
+
+def text_list(texts) -> list:
+    """`texts` (a string, or a sequence of `str` or UTF-8 `bytes`) as a list; anything else
+    is a TypeError that names it."""
+    if isinstance(texts, (str, bytes)):
+        return [texts]
+    message = "texts must be a string or a sequence of strings (str or UTF-8 bytes). Received: "
+    try:
+        items = list(texts)
+    except TypeError:
+        raise TypeError(f"{message}texts={texts!r}") from None
+    for item in items:
+        if not isinstance(item, (str, bytes)):
+            raise TypeError(f"{message}an element {item!r}")
+    return items
