@@ -7,13 +7,12 @@ import math
 import random
 import re
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_transformer.constants import UNK_ID
 from keras_transformer.data.input_checks import check_size, check_utf8
-from keras_transformer.decoding.guided import GuideLimits, guide_fields, phrase_ids
+from keras_transformer.decoding.guided import GuideLimits, guide_fields, spelled_phrases
 from keras_transformer.decoding.sampling import check_sampling_args, sampling_tensors
 from keras_transformer.serving.signatures import sampling_inputs
 
@@ -150,42 +149,12 @@ def test_guides_need_one_row_per_text_and_valid_utf8():
             guide_fields(text, fields, GuideLimits())
 
 
-def test_constraints_the_vocabulary_cannot_spell_are_refused_by_name():
-    def tokenize(strings):  # one piece a character (a-z: 7-32), any other character UNK
-        chars = tf.strings.unicode_decode(strings, "UTF-8")  # (n, None) code points
-        inside = (chars >= ord("a")) & (chars <= ord("z"))
-        return tf.where(inside, chars - 90, UNK_ID)
-
-    phrases = tf.ragged.constant([["abc", "de"], ["xyz"]])
-    ids = phrase_ids(tokenize, phrases, GuideLimits(), "constraint", spelled=True)
-    np.testing.assert_array_equal(ids.flat_values, [7, 8, 9, 10, 11, 30, 31, 32])
-    bad = tf.ragged.constant([["abc", "d\u2603e"], ["x\U0001f600"]])
-    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
-        tf.function(lambda p: phrase_ids(tokenize, p, GuideLimits(), "constraint", True))(bad)
-    assert "[d\u2603e x\U0001f600]" in caught.value.message
-    assert "no piece for" in caught.value.message
-    # Phrases to avoid need no spelling: one the output cannot hold is avoided already.
-    phrase_ids(tokenize, bad, GuideLimits(), "avoid")
-
-
-def test_command_line_files_read_as_text_and_bad_bytes_named(tmp_path, monkeypatch):
-    import io
-    import sys
-
-    from keras_transformer.cli.common import read_lines
-
-    path = tmp_path / "in.txt"
-    path.write_bytes("one\r\ntwo ü\rthree\n\nfour".encode())
-    with open(path, encoding="utf-8") as f:  # reference: Python's text mode
-        expected = [line.rstrip("\n") for line in f]
-    assert read_lines(str(path)) == expected == ["one", "two ü", "three", "", "four"]
-    path.write_bytes(b"fine\nstill fine\nbad \xff\xfe here\n")
-    with pytest.raises(ValueError, match=rf"{re.escape(str(path))} line 3 is not valid UTF-8: "
-                       r"byte 0xff at byte 5 of the line"):  # fmt: skip
-        read_lines(str(path))
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xc3\n")))
-    with pytest.raises(ValueError, match="stdin line 2 is not valid UTF-8"):
-        read_lines(None)
+def test_constraints_the_vocabulary_cannot_spell_are_dropped_and_flagged():
+    ids = tf.ragged.constant([[[7, 8], [UNK_ID, 9]], [], [[10, 11, 12]], [[UNK_ID]]],
+                             dtype=tf.int32, ragged_rank=2)  # fmt: skip
+    kept, unspellable = spelled_phrases(ids)
+    assert kept.to_list() == [[[7, 8]], [], [[10, 11, 12]], []]
+    assert unspellable.numpy().tolist() == [True, False, False, True]
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, "0.6", None])

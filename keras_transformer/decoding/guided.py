@@ -253,12 +253,9 @@ def glossary_for(sentences, rows, glossary, limits) -> tf.RaggedTensor:
     return glossary_targets(sentences, rows, sources, targets)
 
 
-def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: str,
-               spelled: bool = False):  # fmt: skip
+def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: str):
     """Ragged strings `(m, None)` -> int32 ragged ids `(m, None, None)`, after assertions on
-    the phrase count and their lengths in pieces; with `spelled` (phrases the output must
-    hold), also that the vocabulary spells each one without UNK (else the output could only
-    hold UNK, detokenized as " ⁇ ", where the phrase was asked for)."""
+    the phrase count and their lengths in pieces."""
     ids = tokenize(phrases.flat_values)  # (phrases, None)
     checks = [
         check_at_most(phrases.row_lengths(), limits.phrases,
@@ -266,18 +263,19 @@ def phrase_ids(tokenize, phrases: tf.RaggedTensor, limits: GuideLimits, name: st
         check_at_most(ids.row_lengths(), limits.phrase_pieces,
                       f"a {name} phrase longer than {limits.phrase_pieces} pieces. Lengths:"),
     ]  # fmt: skip
-    if spelled:
-        unknown = tf.reduce_any(tf.equal(ids, UNK_ID), axis=1)  # (phrases,)
-        checks.append(tf.debugging.Assert(
-            ~tf.reduce_any(unknown),
-            [f"a {name} phrase (explicit or a glossary target) has characters that the model "
-             "vocabulary has no piece for, so no output can hold it:",
-             tf.boolean_mask(phrases.flat_values, unknown)],
-            summarize=3,
-        ))  # fmt: skip
     with tf.control_dependencies(checks):
         values = tf.identity(ids.flat_values)
     return tf.RaggedTensor.from_row_splits(ids.with_flat_values(values), phrases.row_splits)
+
+
+def spelled_phrases(ids: tf.RaggedTensor) -> tuple[tf.RaggedTensor, tf.Tensor]:
+    """Constraint ids `(m, None, None)` -> `(the phrases the vocabulary spells, unspellable
+    (m,) bool)`. A phrase with a character the vocabulary has no piece for tokenizes with
+    UNK: forcing it would put UNK (" ⁇ ") where the phrase was asked for, so it is not
+    forced, and its row's constraints are not met (a constraint that cannot be met never
+    fails a request)."""
+    unknown = tf.reduce_any(tf.equal(ids, UNK_ID), axis=2)  # (m, None) per phrase
+    return tf.ragged.boolean_mask(ids, ~unknown), tf.reduce_any(unknown, axis=1)
 
 
 def guide_fields(text, fields, limits: GuideLimits) -> list[tf.Tensor]:
@@ -358,7 +356,8 @@ def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: G
     pieces = piece_strings(tokenizer.model_proto)
     forced, first_allowed, head_ids = prefix_parts(
         tokenizer.tokenize, pieces, prefix, config.vocab_size)  # fmt: skip
-    wanted_ids = phrase_ids(tokenizer.tokenize, wanted, limits, "constraint", spelled=True)
+    wanted_ids = phrase_ids(tokenizer.tokenize, wanted, limits, "constraint")
+    wanted_ids, unspellable = spelled_phrases(wanted_ids)  # (c, None, None), (c,)
     avoid_ids = phrase_ids(tokenizer.tokenize, avoided, limits, "avoid")
     room = forced.row_lengths() + tf.reduce_sum(wanted_ids.row_lengths(axis=2), axis=1)
     fits = check_at_most(room, config.max_length - 2,
@@ -379,6 +378,7 @@ def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: G
         repeat = lambda t: tf.gather(t, copies)  # noqa: E731  # (n, ...), ragged too
         source, forced, first_allowed = repeat(source), repeat(forced), repeat(first_allowed)
         wanted_ids, avoid_ids, head_ids = repeat(wanted_ids), repeat(avoid_ids), repeat(head_ids)
+        unspellable = repeat(unspellable)
         ranks = tf.range(tf.shape(copies)[0]) - tf.gather(starts, copies)  # (n,) 0..k-1
         alternative = tf.where(repeat(first), ranks, -1)
         prefix, idle = repeat(prefix), repeat(idle)
@@ -388,7 +388,7 @@ def search_sentences(translator, chunks: Chunks, wanted, alternatives, limits: G
     ids, scores = guided_ids(translator.model, source, translator.options, guide,
                              translator.pad_kernels, word_boundaries(pieces), prefill)  # fmt: skip
     ids, scores = ids[:, 0], scores[:, 0]  # (n,)
-    met = phrases_met(ids, guide.constraints)
+    met = phrases_met(ids, guide.constraints) & ~unspellable
     texts = tokenizer.detokenize(ids)
     texts = attach_prefix(prefix, texts[:, None], tokenizer.detokenize(head_ids.to_tensor()))
     texts = tf.where(scores > float("-inf"), texts[:, 0], "")  # no such alternative: ""
