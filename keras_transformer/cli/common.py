@@ -221,7 +221,8 @@ def read_lines(path: str | None) -> list[str]:
     byte."""
     name = "stdin" if path is None else path
     if path is None:
-        data = sys.stdin.buffer.read()
+        stream = getattr(sys.stdin, "buffer", None)  # a text-only stdin (tests): decoded
+        data = stream.read() if stream is not None else sys.stdin.read().encode()
     else:
         with open(path, "rb") as f:
             data = f.read()
