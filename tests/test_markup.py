@@ -45,6 +45,18 @@ PARSE_CASES = (
     ("entities", "a &lt; b &amp; <b>c</b>", "a < b & c", ["<b>", "</b>"], [4, None], [4, None]),
     ("stray less-than", "a < b and c > d", "a < b and c > d", [], [], []),
     ("inside a word", "Ze<b>ll</b>en", "Zellen", ["<b>", "</b>"], [0, None], [0, None]),
+    # HTML's void elements and comments enclose nothing, as <br/> does (no warning); a tag
+    # that encloses nothing stands after the word it follows directly; a line break between
+    # two words separates them.
+    ("void elements", 'Line<br>two <IMG src="a.png" alt="x"> <b>end</b><hr>',
+     "Line two  end", ["<br>", '<IMG src="a.png" alt="x">', "<b>", "</b>", "<hr>"],
+     [1, 2, 2, None, 3], [0, 1, 2, None, 2]),
+    ("comment", "Open <!-- a <b> note -->the <b>file</b>.", "Open the file.",
+     ["<!-- a <b> note -->", "<b>", "</b>"], [1, 2, None], [0, 2, None]),
+    ("blocks", "end.<p>Next one</p><hr>", "end. Next one ", ["<p>", "</p>", "<hr>"],
+     [1, None, 3], [2, None, 2]),
+    ("references", "5&nbsp;&euro; &#8211; caf&#xE9; <b>x</b>", "5\u00a0\u20ac \u2013 caf\u00e9 x",
+     ["<b>", "</b>"], [3, None], [3, None]),
 )  # fmt: skip
 
 
@@ -79,6 +91,9 @@ INSERT_CASES = (
      'Drücken Sie <x id="1"/>dann Enter'),
     ("a &lt; <b>b</b>", "a < b", [0, 1, 2], "a &lt; <b>b</b>"),
     ("<b>x</b> y", "", [], "<b></b>"),
+    ("Open <!-- keep me -->the file.<br>Now", "Öffnen Sie die Datei. Jetzt", [0, 0, 1, 2, 3],
+     "Öffnen Sie <!-- keep me -->die Datei. <br>Jetzt"),
+    ("Caf&eacute; &amp; <b>Tee</b>", "Café & Tee", [0, 1, 2], "Café &amp; <b>Tee</b>"),
 )  # fmt: skip
 
 
@@ -229,3 +244,41 @@ def test_tag_scores_count_well_formed_and_equal_outputs():
     assert (got["well_formed"], got["tags_equal"]) == (pytest.approx(2 / 3), pytest.approx(1 / 3))
     want = sacrebleu.corpus_chrf(["x", "", ""], [["x", "z", "w"]]).score
     assert got["chrf_inside_tags"] == pytest.approx(want)
+
+
+def test_character_references_decode_as_pythons_html_unescape():
+    # Independent reference: Python's html.unescape (HTML5's rules) on random texts of named
+    # references, decimal and hexadecimal ones (Windows-1252's 128-159, surrogates, 0 and
+    # past U+10FFFF included), unknown names and plain text, decoded in a traced function.
+    import html
+
+    from keras_transformer.data.entities import NAMED, decode_entities
+
+    rng = np.random.default_rng(0)
+    names, pieces = sorted(NAMED), ["a", " ", "&", ";", "&bogus;", "&amp;lt;", "caf\u00e9", "<"]
+
+    def reference():
+        code = int(rng.choice([rng.integers(0x20, 0x7F), rng.integers(0x80, 0xA0),
+                               rng.integers(0xA0, 0xD800), rng.integers(0xD800, 0xE000),
+                               rng.integers(0xE000, 0xFDD0), rng.integers(0x10000, 0x10FFFF),
+                               0, 0x110000]))  # fmt: skip
+        if rng.random() < 0.5:
+            return f"&#{code};"
+        return f"&#{'x' if rng.random() < 0.5 else 'X'}{code:x};"
+
+    texts = []
+    for _ in range(200):
+        parts = []
+        for _ in range(rng.integers(0, 8)):
+            kind = rng.integers(3)
+            if kind == 0:
+                parts.append(f"&{names[rng.integers(len(names))]};")
+            elif kind == 1:
+                parts.append(reference())
+            else:
+                parts.append(pieces[rng.integers(len(pieces))])
+        texts.append("".join(parts))
+    decode = tf.function(decode_entities)
+    got = [t.decode() for t in decode(tf.constant(texts)).numpy()]
+    assert got == [html.unescape(t) for t in texts]
+    assert sum("&#" in t for t in texts) > 50 and sum(t != g for t, g in zip(texts, got)) > 150

@@ -9,11 +9,16 @@ back around the aligned words of the translation (the export runs both; no py_fu
     parsed.warnings  # string (batch,): "" or why the input is translated as text
     insert_tags(parsed, translations, links)  # string (batch,): tags around the aligned words
 
-Parsing. A tag is `<name attr="..." ...>`, `</name>` or `<name .../>` (`TAG`, attributes kept
-byte for byte); a `<` that does not start one ("a < b") is text. Entities (`&lt; &gt; &amp;
-&quot; &apos;`) are decoded for the model and text is escaped again in the output. Words are
-whitespace words of the text without tags: an opening or self-closing tag stands before the
-word it touches or the next one, a closing tag after the word it touches or the one before.
+Parsing. A tag is `<name attr="..." ...>`, `</name>`, `<name .../>` or a comment `<!-- -->`
+(`TAG`, attributes kept byte for byte); a `<` that does not start one ("a < b") is text.
+Comments and HTML's void elements (`<br>`, `<img ...>`: `VOID`) enclose nothing, as `<x/>`.
+Character references (`&lt;`, `&nbsp;`, `&#8211;`, `&#xE9;`: `data.entities`) are decoded
+for the model, and the output's text is escaped again (`& < >`; the other characters come
+back as themselves, which HTML reads the same). Words are
+whitespace words of the text without tags; a tag that ends a line or block (`BREAKS`: `<br>`,
+`<p>`, `<li>`, ...) between two words separates them. An opening tag stands before the word it
+touches or the next one, a closing tag after the word it touches or the one before, and a tag
+that encloses nothing after the word it follows directly ("Line<br/>"), else before the next.
 An input whose tags do not nest (unclosed, crossing, stray closing tags) is translated as
 text (tags included), one with more than `MAX_TAGS` tags without its tags (bounded work), and
 both get a warning: a request never fails on markup.
@@ -34,16 +39,28 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.data.entities import REFERENCE, decode_entities
+
 MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
 GAP = "\x1f"  # marks whitespace runs while output words are split (as the segmenter's)
 NAME = r"[A-Za-z_][\w:.-]*"
 ATTRIBUTE = r"\s+[^\s=<>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))?"
-TAG = f"</{NAME}\\s*>|<{NAME}(?:{ATTRIBUTE})*\\s*/?>"
+# A comment is a tag that encloses nothing, kept byte for byte (`(?s:.*?)`: the shortest).
+TAG = f"<!--(?s:.*?)-->|</{NAME}\\s*>|<{NAME}(?:{ATTRIBUTE})*\\s*/?>"
+# HTML elements that end a line or a block: between two words they separate them ("here<br>to"
+# is two words, where "Ze<b>ll</b>en" is one), so the model reads a space there.
+BREAKS = ("br", "hr", "p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "td",
+          "th", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "section",
+          "article", "header", "footer", "nav", "aside", "figure", "figcaption", "option",
+          "title")  # fmt: skip
+# HTML's void elements: never closed, so `<br>` encloses nothing, as `<br/>` does.
+VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+        "source", "track", "wbr")  # fmt: skip
+_BREAK = f"(?i:{'|'.join(BREAKS)})"
+BREAK_TAG = f"</{_BREAK}\\s*>|<{_BREAK}(?:{ATTRIBUTE})*\\s*/?>"
 MAX_TAGS = 256  # per input; more is translated as text with a warning (bounded work)
 MALFORMED = "malformed markup (unclosed, crossing or stray tags): translated as text"
 TOO_MANY = f"more than {MAX_TAGS} tags: translated without them"
-DECODE = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&#39;", "'"),
-          ("&amp;", "&"))  # fmt: skip  # &amp; last: "&amp;lt;" is "&lt;" as text
 ENCODE = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 
 
@@ -74,10 +91,6 @@ def _replace_all(texts, pairs):
     for old, new in pairs:
         texts = tf.strings.regex_replace(texts, old, new.replace("\\", "\\\\"))
     return texts
-
-
-def decode_entities(texts) -> tf.Tensor:
-    return _replace_all(texts, DECODE)
 
 
 def escape_text(texts) -> tf.Tensor:
@@ -150,15 +163,20 @@ def _pairs(kind, names):
 
 
 def _kinds(tags) -> tf.Tensor:
-    """string `(n,)` tags -> int32 `(n,)`: 0 opening, 1 closing, 2 self-closing."""
+    """string `(n,)` tags -> int32 `(n,)`: 0 opening, 1 closing, 2 self-closing (`<x/>`, a
+    void element's `<br>`, a comment)."""
     closing = tf.strings.regex_full_match(tags, "</(?s).*")
-    return tf.where(closing, 1, tf.where(tf.strings.regex_full_match(tags, "(?s).*/>"), 2, 0))
+    void = f"(?i)<(?:{'|'.join(VOID)})(?:[\\s/>](?s).*)"
+    alone = tf.strings.regex_full_match(tags, f"(?s).*/>|<!--(?s).*|{void}")
+    return tf.where(closing, 1, tf.where(alone, 2, 0))
 
 
 def parse_markup(texts) -> ParsedMarkup:
     """string `(batch,)` -> `ParsedMarkup` (see the module docstring). TF ops only."""
     texts = tf.convert_to_tensor(texts, tf.string)
     texts = tf.strings.regex_replace(texts, f"[{MARK}{GAP}]", " ")
+    # A space before a break glued to words on both sides: "here<br>to" -> "here <br>to".
+    texts = tf.strings.regex_replace(texts, f"(\\S)({BREAK_TAG})(\\S)", r"\1 \2\3")
     tags = split_tags(texts)  # (batch, None)
     ended, begun = tag_words(texts)
     count = tags.row_lengths()  # (batch,)
@@ -176,8 +194,10 @@ def parse_markup(texts) -> ParsedMarkup:
     names = tf.strings.regex_replace(tags.flat_values, f"^</?({NAME})(?s).*$", r"\1")
     partner, nests = _pairs(kind, dense(names, ""))
     ok = few & nests
-    first = dense(ended.flat_values, 0)  # (batch, T)
     after = dense(begun.flat_values, 0) - 1  # the last word begun before a closing tag
+    # An opening tag stands before the word it touches or the next one ("Ze<b>ll</b>en"); one
+    # that encloses nothing right after a word ("Line<br/>", "end<hr>") stands after it.
+    first = tf.where(tf.equal(kind, 2), after + 1, dense(ended.flat_values, 0))  # (batch, T)
     last = tf.where(
         tf.equal(kind, 0), tf.gather(after, tf.maximum(partner, 0), batch_dims=1), first - 1
     )
@@ -186,7 +206,7 @@ def parse_markup(texts) -> ParsedMarkup:
     def ragged(values):
         return tf.RaggedTensor.from_tensor(values, lengths=lengths)
 
-    entity = "(?s).*&(?:lt|gt|amp|quot|apos|#39);.*"
+    entity = f"(?s).*(?:{REFERENCE}).*"
     markup = ok & ((count > 0) | tf.strings.regex_full_match(texts, entity))
     stripped = tf.strings.regex_replace(texts, TAG, "")
     text = tf.where(markup, decode_entities(stripped), tf.where(few, texts, stripped))
