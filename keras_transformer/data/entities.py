@@ -22,6 +22,20 @@ import unicodedata
 
 import tensorflow as tf
 
+
+def _accented_letters() -> dict[str, str]:
+    """The Latin-1 letters with an accent, by the entities' naming rule: "eacute" is é."""
+    accents = {"grave": "\u0300", "acute": "\u0301", "circ": "\u0302", "tilde": "\u0303",
+               "uml": "\u0308"}  # fmt: skip
+    letters = {}
+    for accent, mark in accents.items():
+        for base in "AEIOUYNaeiouyn":
+            letter = unicodedata.normalize("NFC", base + mark)
+            if len(letter) == 1 and 0xC0 <= ord(letter) <= 0xFF:
+                letters[base + accent] = letter
+    return letters
+
+
 SEPARATOR = "\x1e"  # splits a text around its references (never in a parsed input)
 NAMED = {
     "lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'",
@@ -44,23 +58,9 @@ NAMED = {
     "aring": "\u00e5", "Ccedil": "\u00c7", "ccedil": "\u00e7", "ETH": "\u00d0", "eth": "\u00f0",
     "THORN": "\u00de", "thorn": "\u00fe", "OElig": "\u0152", "oelig": "\u0153",
     "Scaron": "\u0160", "scaron": "\u0161", "Yuml": "\u0178", "yuml": "\u00ff",
+    **_accented_letters(),
 }  # fmt: skip
 
-
-def _accented_letters() -> dict[str, str]:
-    """The Latin-1 letters with an accent, by the entities' naming rule: "eacute" is é."""
-    accents = {"grave": "\u0300", "acute": "\u0301", "circ": "\u0302", "tilde": "\u0303",
-               "uml": "\u0308"}  # fmt: skip
-    letters = {}
-    for accent, mark in accents.items():
-        for base in "AEIOUYNaeiouyn":
-            letter = unicodedata.normalize("NFC", base + mark)
-            if len(letter) == 1 and 0xC0 <= ord(letter) <= 0xFF:
-                letters[base + accent] = letter
-    return letters
-
-
-NAMED.update(_accented_letters())
 # HTML5: numeric references to 128-159 mean the Windows-1252 characters (0: kept).
 WINDOWS_1252 = [0x20AC, 0, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030,
                 0x0160, 0x2039, 0x0152, 0, 0x017D, 0, 0, 0x2018, 0x2019, 0x201C, 0x201D,

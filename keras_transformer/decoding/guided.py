@@ -313,8 +313,9 @@ def translate_guided(translator, text, prefix=None, constraints=None, avoid=None
     finite."""
     limits = limits or GuideLimits()
     text = check_size(text, translator.documents.max_input_bytes, "input", "max_input_bytes")
-    fields = guide_fields(text, (prefix, constraints, avoid, glossary), limits)
-    prefix, constraints, avoid, glossary = fields
+    prefix, constraints, avoid, glossary = guide_fields(
+        text, (prefix, constraints, avoid, glossary), limits
+    )
     parts = sentence_fields(text, prefix, constraints, avoid, translator.documents.segment)
     segmentation, sentences = parts[:2]
     chunks = split_sentences(translator, *parts[1:])  # (c, ...): overlong sentences cut
