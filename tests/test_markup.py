@@ -159,6 +159,7 @@ def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, o
         "a < b and <i>c",
         "<b>" * 10_000 + "x" + "</b>" * 10_000,
         "",
+        'Run <script>a<b</script>it <span translate="no">Acme <b>A</b></span> now.',
     ]
     spec = [tf.TensorSpec([None], tf.string)]
     want = tf.function(lambda t: translate_markup(translator, t, starts), spec)(tf.constant(texts))
@@ -170,6 +171,9 @@ def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, o
     assert got["warnings"].numpy().tolist()[1:3] == [mk.MALFORMED.encode(), mk.TOO_MANY.encode()]
     first = got["translations"].numpy()[0].decode()
     assert _tag_skeleton(first) == _tag_skeleton(texts[0]) and "https://x.org" in first
+    hidden = got["translations"].numpy()[4].decode()  # through the export's hiding pass
+    assert "<script>a<b</script>" in hidden
+    assert '<span translate="no">Acme <b>A</b></span>' in hidden
     sources, targets = ["The cat sleeps.", ""], ["Der Hund schläft", "x"]
     aligned = loaded.signatures["align"](source=tf.constant(sources), target=tf.constant(targets))
     expected = align_tensors(model, tokenizer, sources, targets, starts)["alignments"]

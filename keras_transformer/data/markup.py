@@ -9,9 +9,14 @@ back around the aligned words of the translation (the export runs both; no py_fu
     parsed.warnings  # string (batch,): "" or why the input is translated as text
     insert_tags(parsed, translations, links)  # string (batch,): tags around the aligned words
 
-Parsing. A tag is `<name attr="..." ...>`, `</name>`, `<name .../>` or a comment `<!-- -->`
-(`TAG`, attributes kept byte for byte); a `<` that does not start one ("a < b") is text.
-Comments and HTML's void elements (`<br>`, `<img ...>`: `VOID`) enclose nothing, as `<x/>`.
+Parsing. A tag is `<name attr="..." ...>`, `</name>`, `<name .../>`, a comment `<!-- -->`
+or a whole `<script>`/`<style>` element (`TAG`, attributes kept byte for byte); a `<` that
+does not start one ("a < b") is text. HTML's void elements (`<br>`, `<img ...>`: `VOID`)
+enclose nothing, as `<x/>`. Hidden elements never reach the model and come back byte for byte
+(`hide_elements`, a first pass): comments, scripts, styles, and elements marked
+`translate="no"` or with the `notranslate` class, with everything inside them (a
+`translate="yes"` inside one is hidden too). Each is then one tag that encloses nothing,
+separated from the words beside it by a space where the input had one (`ParsedMarkup.spaced`).
 Character references (`&lt;`, `&nbsp;`, `&#8211;`, `&#xE9;`: `data.entities`) are decoded
 for the model, and the output's text is escaped again (`& < >`; the other characters come
 back as themselves, which HTML reads the same). Words are
@@ -43,10 +48,22 @@ from keras_transformer.data.entities import REFERENCE, decode_entities
 
 MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
 GAP = "\x1f"  # marks whitespace runs while output words are split (as the segmenter's)
+HIDDEN = "\x1d"  # in the placeholder of a hidden element (never text: removed from inputs)
 NAME = r"[A-Za-z_][\w:.-]*"
 ATTRIBUTE = r"\s+[^\s=<>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))?"
 # A comment is a tag that encloses nothing, kept byte for byte (`(?s:.*?)`: the shortest).
-TAG = f"<!--(?s:.*?)-->|</{NAME}\\s*>|<{NAME}(?:{ATTRIBUTE})*\\s*/?>"
+COMMENT = "<!--(?s:.*?)-->"
+# HTML's raw text elements: their content is code, never markup or text, so the whole element
+# is one tag that encloses nothing ('<script>if (a<b) f("<p>");</script>').
+RAW = ("script", "style")
+RAW_ELEMENT = "|".join(f"<(?i:{n})(?:{ATTRIBUTE})*\\s*>(?s:.*?)</(?i:{n})\\s*>" for n in RAW)
+TAG = f"{COMMENT}|{RAW_ELEMENT}|</{NAME}\\s*>|<{NAME}(?:{ATTRIBUTE})*\\s*/?>"
+# HTML's `translate="no"` and the `notranslate` class (Google's and Microsoft's web
+# translators honour both): the element, content and all, comes back as it was.
+_NO = r"""(?:"\s*no\s*"|'\s*no\s*'|no)"""
+_CLASS = r"""(?:"(?:[^"]*\s)?notranslate(?:\s[^"]*)?"|'(?:[^']*\s)?notranslate(?:\s[^']*)?')"""
+_NO_TRANSLATE = rf"(?i:translate\s*=\s*{_NO}|class\s*=\s*(?:{_CLASS}|notranslate))"
+NO_TRANSLATE = rf"<{NAME}(?:{ATTRIBUTE})*\s+{_NO_TRANSLATE}(?:{ATTRIBUTE})*\s*>"
 # HTML elements that end a line or a block: between two words they separate them ("here<br>to"
 # is two words, where "Ze<b>ll</b>en" is one), so the model reads a space there.
 BREAKS = ("br", "hr", "p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "td",
@@ -73,6 +90,8 @@ class ParsedMarkup(NamedTuple):
     first, last: ragged int32, the words an element encloses (read on opening and
         self-closing tags; `last < first` where it encloses none).
     partner: ragged int32, the matching tag of an opening or closing tag (itself otherwise).
+    spaced: ragged int32, of an element not to translate: 1 if whitespace stood before it in
+        the input, 2 after it, 3 both (the output separates it from the words there); else 0.
     markup: bool `(batch,)`, the input had tags or entities (its output text is escaped).
     warnings: string `(batch,)`.
     """
@@ -83,6 +102,7 @@ class ParsedMarkup(NamedTuple):
     first: tf.RaggedTensor
     last: tf.RaggedTensor
     partner: tf.RaggedTensor
+    spaced: tf.RaggedTensor
     markup: tf.Tensor
     warnings: tf.Tensor
 
@@ -167,33 +187,123 @@ def _kinds(tags) -> tf.Tensor:
     void element's `<br>`, a comment)."""
     closing = tf.strings.regex_full_match(tags, "</(?s).*")
     void = f"(?i)<(?:{'|'.join(VOID)})(?:[\\s/>](?s).*)"
-    alone = tf.strings.regex_full_match(tags, f"(?s).*/>|<!--(?s).*|{void}")
+    alone = tf.strings.regex_full_match(tags, f"(?s).*/>|{COMMENT}|{RAW_ELEMENT}|{void}")
     return tf.where(closing, 1, tf.where(alone, 2, 0))
+
+
+class _Structure(NamedTuple):
+    """The tags of a batch of texts, dense `(batch, T <= MAX_TAGS)` (inputs with more tags
+    than `MAX_TAGS`: none): `kind` (-1 after an input's tags), `partner`, and per input the
+    tag `count` `(batch,)`, `few` (at most `MAX_TAGS`) and `nests`."""
+
+    tags: tf.RaggedTensor
+    count: tf.Tensor
+    few: tf.Tensor
+    kind: tf.Tensor
+    partner: tf.Tensor
+    nests: tf.Tensor
+
+    def dense(self, values, default) -> tf.Tensor:
+        """Per-tag flat `values` `(all_tags,)` -> `(batch, T)`, `default` where none."""
+        small = tf.gather(self.few, self.tags.value_rowids())  # of an input with few tags
+        ragged = tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(values, small), tf.boolean_mask(self.tags.value_rowids(), small),
+            self.tags.nrows(),
+        )  # fmt: skip
+        return ragged.to_tensor(default)
+
+
+def _structure(tags: tf.RaggedTensor) -> _Structure:
+    count = tags.row_lengths()  # (batch,)
+    few = count <= MAX_TAGS
+    parts = _Structure(tags, count, few, None, None, None)
+    kind = parts.dense(_kinds(tags.flat_values), -1)  # (batch, T)
+    names = tf.strings.regex_replace(tags.flat_values, f"^</?({NAME})(?s).*$", r"\1")
+    partner, nests = _pairs(kind, parts.dense(names, ""))
+    return parts._replace(kind=kind, partner=partner, nests=nests)
+
+
+def hide_elements(texts) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """string `(batch,)` -> `(texts, hidden, spaced)`: each comment, raw text element and
+    element marked not to be translated (`NO_TRANSLATE`, with everything inside it) replaced
+    by a placeholder tag that encloses nothing (`<br HIDDEN/>` for a line or block element,
+    else `<x HIDDEN/>`); string `(m,)` the hidden elements byte for byte, in document order
+    over the batch; int32 `(m,)` their `ParsedMarkup.spaced`. Inputs whose tags do not nest,
+    or with more than `MAX_TAGS`, unchanged."""
+    marked = tf.strings.regex_replace(texts, f"({TAG})", f"{MARK}\\1{MARK}")
+    parts = tf.strings.split(marked, MARK)  # (batch, 2 N + 1): text, tag, text, ..., text
+    position = tf.ragged.range(parts.row_lengths()).flat_values  # (all_parts,)
+    is_tag = tf.equal(position % 2, 1)
+    tags = tf.ragged.boolean_mask(parts, parts.with_flat_values(is_tag))  # (batch, N)
+    found = _structure(tags)
+    ok = (found.few & found.nests)[:, None]  # (batch, 1)
+    opens = found.dense(tf.strings.regex_full_match(tags.flat_values, NO_TRANSLATE), False)
+    opens &= tf.equal(found.kind, 0) & ok  # (batch, T): an element not to translate begins
+    alone = found.dense(tf.strings.regex_full_match(tags.flat_values, f"{COMMENT}|{RAW_ELEMENT}"),
+                        False) & ok  # fmt: skip
+    closes = tf.equal(found.kind, 1) & tf.gather(opens, tf.maximum(found.partner, 0), batch_dims=1)
+    delta = tf.cast(opens, tf.int32) - tf.cast(closes, tf.int32)
+    depth = tf.cumsum(delta, axis=1)  # (batch, T): hidden elements open after each tag
+    starts = (opens | alone) & tf.equal(depth - delta, 0)
+    inside = (depth - delta > 0) & ~starts  # a tag inside a hidden element, or its end
+    # Part 2k + 1 is tag k, part 2k + 2 the text after it (inside where depth[k] > 0); the
+    # flags get one more column of False for the parts of inputs with many tags.
+    flags = tf.pad(tf.stack([inside, depth > 0, starts], 2), [[0, 0], [0, 1], [0, 0]])
+    row = tf.cast(parts.value_rowids(), tf.int32)
+    k = (tf.cast(position, tf.int32) - 1) // 2
+    k = tf.where((k < 0) | (k >= tf.shape(depth)[1]), tf.shape(depth)[1], k)
+    inside, after, starts = tf.unstack(tf.gather_nd(flags, tf.stack([row, k], 1)), axis=1)
+    joins = tf.where(is_tag, inside, after)  # (all_parts,): the part continues a hidden one
+    begins = is_tag & starts
+    group = tf.cumsum(tf.cast(~joins, tf.int32)) - 1  # (all_parts,): one per kept part
+    groups = tf.reduce_sum(tf.cast(~joins, tf.int32))
+    whole = tf.strings.unsorted_segment_join(parts.flat_values, group, groups)  # (groups,)
+    hidden = tf.math.unsorted_segment_max(tf.cast(begins, tf.int32), group, groups) > 0
+    block = tf.strings.regex_full_match(whole, f"(?s)<{_BREAK}[\\s/>].*")
+    placeholder = tf.where(block, f"<br {HIDDEN}/>", f"<x {HIDDEN}/>")
+    rows = tf.math.unsorted_segment_min(row, group, groups)
+    kept = tf.RaggedTensor.from_value_rowids(tf.where(hidden, placeholder, whole), rows,
+                                             tf.shape(texts, tf.int32)[0])  # fmt: skip
+    # Whitespace around a hidden element with text: the parts just before and after it.
+    index = tf.range(tf.size(group))
+    before = tf.gather(parts.flat_values, tf.maximum(
+        tf.math.unsorted_segment_min(index, group, groups) - 1, 0))  # fmt: skip
+    after = tf.gather(parts.flat_values, tf.minimum(
+        tf.math.unsorted_segment_max(index, group, groups) + 1, tf.size(group) - 1))  # fmt: skip
+    spaced = tf.cast(tf.strings.regex_full_match(before, r"(?s).*\s"), tf.int32) + 2 * tf.cast(
+        tf.strings.regex_full_match(after, r"(?s)\s.*"), tf.int32)  # fmt: skip
+    spaced *= tf.cast(tf.strings.regex_full_match(whole, f"(?s){NO_TRANSLATE}.*"), tf.int32)
+    return (tf.strings.reduce_join(kept, axis=1), tf.boolean_mask(whole, hidden),
+            tf.boolean_mask(spaced, hidden))  # fmt: skip
+
+
+def _unhide(tags, hidden, spaced) -> tuple[tf.Tensor, tf.Tensor]:
+    """Flat string tags `(all_tags,)` -> the same with each placeholder of `hide_elements`
+    replaced by its element (both in document order over the batch), and int32 `(all_tags,)`
+    the `ParsedMarkup.spaced` of each tag."""
+    placeholder = tf.strings.regex_full_match(tags, f"(?s).*{HIDDEN}.*")
+    index = tf.maximum(tf.cumsum(tf.cast(placeholder, tf.int32)) - 1, 0)
+    hidden, spaced = tf.concat([hidden, [""]], 0), tf.concat([spaced, [0]], 0)  # never empty
+    return (tf.where(placeholder, tf.gather(hidden, index), tags),
+            tf.where(placeholder, tf.gather(spaced, index), 0))  # fmt: skip
 
 
 def parse_markup(texts) -> ParsedMarkup:
     """string `(batch,)` -> `ParsedMarkup` (see the module docstring). TF ops only."""
     texts = tf.convert_to_tensor(texts, tf.string)
-    texts = tf.strings.regex_replace(texts, f"[{MARK}{GAP}]", " ")
+    texts = tf.strings.regex_replace(texts, f"[{MARK}{GAP}{HIDDEN}]", " ")
+    hint = tf.strings.regex_full_match(texts, "(?is).*(?:<!--|<script|<style|translate).*")
+    texts, hidden, spaced = tf.cond(
+        tf.reduce_any(hint), lambda: hide_elements(texts),
+        lambda: (texts, tf.constant([""]), tf.constant([0])),
+    )  # fmt: skip
     # A space before a break glued to words on both sides: "here<br>to" -> "here <br>to".
     texts = tf.strings.regex_replace(texts, f"(\\S)({BREAK_TAG})(\\S)", r"\1 \2\3")
     tags = split_tags(texts)  # (batch, None)
     ended, begun = tag_words(texts)
-    count = tags.row_lengths()  # (batch,)
-    few = count <= MAX_TAGS
-    small = tf.gather(few, tags.value_rowids())  # (all_tags,): of an input with few tags
-
-    def dense(values, default):  # -> (batch, T <= MAX_TAGS); inputs with many tags: none
-        ragged = tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(values, small), tf.boolean_mask(tags.value_rowids(), small),
-            tags.nrows(),
-        )  # fmt: skip
-        return ragged.to_tensor(default)
-
-    kind = dense(_kinds(tags.flat_values), -1)  # (batch, T)
-    names = tf.strings.regex_replace(tags.flat_values, f"^</?({NAME})(?s).*$", r"\1")
-    partner, nests = _pairs(kind, dense(names, ""))
-    ok = few & nests
+    found = _structure(tags)
+    ok = found.few & found.nests
+    kind, partner, dense = found.kind, found.partner, found.dense
     after = dense(begun.flat_values, 0) - 1  # the last word begun before a closing tag
     # An opening tag stands before the word it touches or the next one ("Ze<b>ll</b>en"); one
     # that encloses nothing right after a word ("Line<br/>", "end<hr>") stands after it.
@@ -201,19 +311,21 @@ def parse_markup(texts) -> ParsedMarkup:
     last = tf.where(
         tf.equal(kind, 0), tf.gather(after, tf.maximum(partner, 0), batch_dims=1), first - 1
     )
-    lengths = tf.where(ok, tf.minimum(count, MAX_TAGS), 0)
+    lengths = tf.where(ok, tf.minimum(found.count, MAX_TAGS), 0)
 
     def ragged(values):
         return tf.RaggedTensor.from_tensor(values, lengths=lengths)
 
     entity = f"(?s).*(?:{REFERENCE}).*"
-    markup = ok & ((count > 0) | tf.strings.regex_full_match(texts, entity))
+    markup = ok & ((found.count > 0) | tf.strings.regex_full_match(texts, entity))
     stripped = tf.strings.regex_replace(texts, TAG, "")
-    text = tf.where(markup, decode_entities(stripped), tf.where(few, texts, stripped))
+    text = tf.where(markup, decode_entities(stripped), tf.where(found.few, texts, stripped))
+    tag_texts, tag_spaced = _unhide(tags.flat_values, hidden, spaced)
     return ParsedMarkup(
-        text=text, tags=ragged(dense(tags.flat_values, "")), kind=ragged(kind),
-        first=ragged(first), last=ragged(last), partner=ragged(partner), markup=markup,
-        warnings=tf.where(few, tf.where(nests, "", MALFORMED), TOO_MANY),
+        text=text, tags=ragged(dense(tag_texts, "")), kind=ragged(kind), first=ragged(first),
+        last=ragged(last), partner=ragged(partner), spaced=ragged(dense(tag_spaced, 0)),
+        markup=markup,
+        warnings=tf.where(found.few, tf.where(found.nests, "", MALFORMED), TOO_MANY),
     )  # fmt: skip
 
 
@@ -324,8 +436,12 @@ def insert_tags(parsed: ParsedMarkup, translations, links) -> tf.Tensor:
     segment = (tf.boolean_mask(flat_rows, valid) * max_words + tf.boolean_mask(word, valid)) * 2
     segment += tf.boolean_mask(side, valid)
     total = tf.shape(kind)[0] * max_words * 2
-    attached = tf.strings.unsorted_segment_join(tf.boolean_mask(parsed.tags.to_tensor(""), valid),
-                                                segment, total)  # fmt: skip
+    # An element not to translate keeps the whitespace between it and the word it touches.
+    spaced = parsed.spaced.to_tensor(0)
+    tags = parsed.tags.to_tensor("")
+    tags = tf.where(~after_previous & (spaced >= 2), tf.strings.join([tags, " "]), tags)
+    tags = tf.where(after_previous & (spaced % 2 == 1), tf.strings.join([" ", tags]), tags)
+    attached = tf.strings.unsorted_segment_join(tf.boolean_mask(tags, valid), segment, total)
     attached = tf.reshape(attached, [-1, max_words, 2])  # (batch, words + 1, before/after)
     word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1) - 1  # (batch, parts)
     text = tf.where(tf.gather(parsed.markup, parts.value_rowids()), escape_text(parts.flat_values),
