@@ -38,6 +38,9 @@ PARSE_CASES = (
      "x  y", ["<code TRANSLATE=NO>ls <i translate=no>-l</i></code>"], [3]),
     ("a comment's inside is not parsed", "Open <!--x<p>y <b>--> the file", "Open  the file",
      ["<!--x<p>y <b>-->"], [0]),
+    ("declarations, instructions, CDATA",
+     '<!DOCTYPE html><?xml version="1.0"?>Open <![CDATA[a<b]]>', "Open ",
+     ["<!DOCTYPE html>", '<?xml version="1.0"?>', "<![CDATA[a<b]]>"], [0, 0, 0]),
     ("other attributes do not hide", '<i class="notranslated" data-translate="no">y</i> z',
      "y z", ['<i class="notranslated" data-translate="no">', "</i>"], [0, 0]),
     ("translate=yes translates", '<b translate="yes">y</b>', "y",
@@ -107,6 +110,15 @@ class _Reader(HTMLParser):
     def handle_comment(self, data):
         self.events.append(f"<!--{data}-->")
 
+    def handle_decl(self, decl):
+        self.events.append(f"<!{decl}>")
+
+    def handle_pi(self, data):
+        self.events.append(f"<?{data}>")
+
+    def unknown_decl(self, data):
+        self.events.append(f"<![{data}]>")
+
     def handle_data(self, data):
         if self.lasttag in ("script", "style") and self.cdata_elem:
             self.events.append(data)
@@ -132,7 +144,8 @@ def _page(rng, depth=0):
         if choice <= 2:
             parts.append(str(_WORDS[rng.integers(len(_WORDS))]).replace("<", "&lt;"))
         elif choice == 3:
-            parts.append(f"<!-- note <b>{rng.integers(9)} -->")
+            opaque = ("<!-- note <b>{} -->", "<![CDATA[x<{}]]>", "<?php {} ?>", "<!DOCTYPE {}>")
+            parts.append(opaque[rng.integers(4)].format(rng.integers(9)))
             hidden.append(parts[-1])
         elif choice == 4:
             name = ("script", "style")[rng.integers(2)]

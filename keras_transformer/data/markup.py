@@ -9,11 +9,12 @@ back around the aligned words of the translation (the export runs both; no py_fu
     parsed.warnings  # string (batch,): "" or why the input is translated as text
     insert_tags(parsed, translations, links)  # string (batch,): tags around the aligned words
 
-Parsing. A tag is `<name attr="..." ...>`, `</name>`, `<name .../>`, a comment `<!-- -->`
-or a whole `<script>`/`<style>` element (`TAG`, attributes kept byte for byte); a `<` that
-does not start one ("a < b") is text. HTML's void elements (`<br>`, `<img ...>`: `VOID`)
-enclose nothing, as `<x/>`. Hidden elements never reach the model and come back byte for byte
-(`hide_elements`, a first pass): comments, scripts, styles, and elements marked
+Parsing. A tag is `<name attr="..." ...>`, `</name>`, `<name .../>`, a comment `<!-- -->`,
+a CDATA section, a `<!DOCTYPE ...>` or `<?xml ...?>`, or a whole `<script>`/`<style>`
+element (`TAG`, attributes kept byte for byte); a `<` that does not start one ("a < b") is
+text. HTML's void elements (`<br>`, `<img ...>`: `VOID`) enclose nothing, as `<x/>`. Hidden
+elements never reach the model and come back byte for byte (`hide_elements`, a first pass):
+comments (and the other `<!...>`, `<?...>`), scripts, styles, and elements marked
 `translate="no"` or with the `notranslate` class, with everything inside them (a
 `translate="yes"` inside one is hidden too). Each is then one tag that encloses nothing,
 separated from the words beside it by a space where the input had one (`ParsedMarkup.spaced`).
@@ -51,8 +52,9 @@ GAP = "\x1f"  # marks whitespace runs while output words are split (as the segme
 HIDDEN = "\x1d"  # in the placeholder of a hidden element (never text: removed from inputs)
 NAME = r"[A-Za-z_][\w:.-]*"
 ATTRIBUTE = r"\s+[^\s=<>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))?"
-# A comment is a tag that encloses nothing, kept byte for byte (`(?s:.*?)`: the shortest).
-COMMENT = "<!--(?s:.*?)-->"
+# Comments, CDATA sections, `<!DOCTYPE html>` and `<?xml ...?>` are tags that enclose
+# nothing, kept byte for byte (`(?s:.*?)`: the shortest).
+COMMENT = r"<!--(?s:.*?)-->|<!\[CDATA\[(?s:.*?)\]\]>|<![A-Za-z][^>]*>|<\?[^>]*>"
 # HTML's raw text elements: their content is code, never markup or text, so the whole element
 # is one tag that encloses nothing ('<script>if (a<b) f("<p>");</script>').
 RAW = ("script", "style")
@@ -292,7 +294,7 @@ def parse_markup(texts) -> ParsedMarkup:
     """string `(batch,)` -> `ParsedMarkup` (see the module docstring). TF ops only."""
     texts = tf.convert_to_tensor(texts, tf.string)
     texts = tf.strings.regex_replace(texts, f"[{MARK}{GAP}{HIDDEN}]", " ")
-    hint = tf.strings.regex_full_match(texts, "(?is).*(?:<!--|<script|<style|translate).*")
+    hint = tf.strings.regex_full_match(texts, r"(?is).*(?:<!|<\?|<script|<style|translate).*")
     texts, hidden, spaced = tf.cond(
         tf.reduce_any(hint), lambda: hide_elements(texts),
         lambda: (texts, tf.constant([""]), tf.constant([0])),
