@@ -131,14 +131,17 @@ def test_random_alignments_keep_tags_well_formed_and_equal(seed):
 def test_hostile_markup_is_answered_in_bounded_time():
     nested = "<b>" * 10_000 + "x" + "</b>" * 10_000
     huge = '<span title="' + "a" * 50_000 + '">x</span> y'
-    start = time.perf_counter()
-    parsed = mk.parse_markup(tf.constant([nested, huge]))
-    out = mk.insert_tags(parsed, ["x", "X Y"], tf.constant([[0, 0], [0, 1]]))
+    deepest = "<i>" * (mk.MAX_TAGS // 2) + "x" + "</i>" * (mk.MAX_TAGS // 2)  # at the limit
+    start = time.perf_counter()  # traced, as the export runs it
+    parsed = tf.function(mk.parse_markup)(tf.constant([nested, huge, deepest]))
+    links = tf.constant([[0, 0], [0, 1], [0, -1]])
+    out = tf.function(mk.insert_tags)(parsed, ["x", "X Y", "X"], links)
     assert time.perf_counter() - start < 20
-    assert parsed.warnings.numpy().tolist() == [mk.TOO_MANY.encode(), b""]
+    assert parsed.warnings.numpy().tolist() == [mk.TOO_MANY.encode(), b"", b""]
     assert out.numpy().tolist() == [
         b"x",
         ('<span title="' + "a" * 50_000 + '">X</span> Y').encode(),
+        deepest.replace("x", "X").encode(),
     ]
 
 
@@ -286,3 +289,31 @@ def test_character_references_decode_as_pythons_html_unescape():
     got = [t.decode() for t in decode(tf.constant(texts)).numpy()]
     assert got == [html.unescape(t) for t in texts]
     assert sum("&#" in t for t in texts) > 50 and sum(t != g for t, g in zip(texts, got)) > 150
+
+
+def _covers_reference(first, last, links):
+    """The covers' rule in NumPy, one tag at a time (`data.markup._covers`' docstring)."""
+    low, high, slot = (np.zeros(first.shape, np.int64) for _ in range(3))
+    for b, t in np.ndindex(first.shape):
+        row = links[b]
+        inside = np.flatnonzero((row >= first[b, t]) & (row <= last[b, t]))
+        before = np.flatnonzero((row >= 0) & (row < first[b, t]))
+        low[b, t] = inside.min() if inside.size else 1
+        high[b, t] = inside.max() if inside.size else -1
+        slot[b, t] = before.max() + 1 if before.size else 0
+    return low, high, slot
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_covers_match_the_rule_tag_by_tag(seed):
+    # Random spans (empty ones included) over random alignments (unaligned words, sources
+    # aligned to nothing, more tags than words), against the NumPy rule.
+    rng = np.random.default_rng(seed)
+    batch, tags, words, width = 3, int(rng.integers(1, 40)), int(rng.integers(1, 30)), 25
+    first = rng.integers(0, words + 1, (batch, tags))
+    last = np.where(rng.random((batch, tags)) < 0.2, first - 1,
+                    np.minimum(first + rng.integers(0, 6, (batch, tags)), words - 1))  # fmt: skip
+    links = rng.integers(-1, words, (batch, int(rng.integers(0, width))))
+    got = mk._covers(*(tf.constant(x, tf.int32) for x in (first, last, links)))
+    for value, want in zip(got, _covers_reference(first, last, links)):
+        np.testing.assert_array_equal(value.numpy(), want)
