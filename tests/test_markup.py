@@ -3,6 +3,7 @@ around hand-aligned words (nested, self-closing, around the whole sentence, a wo
 in German word order), well-formedness and equal tags checked by Python's XML parser on
 random alignments, malformed and hostile markup."""
 
+import html
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -163,6 +164,7 @@ def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, o
         "<b>" * 10_000 + "x" + "</b>" * 10_000,
         "",
         'Run <script>a<b</script>it <span translate="no">Acme <b>A</b></span> now.',
+        'See <img src="c.png" alt="The cat sleeps."> here.',
     ]
     spec = [tf.TensorSpec([None], tf.string)]
     want = tf.function(lambda t: translate_markup(translator, t, starts), spec)(tf.constant(texts))
@@ -177,6 +179,9 @@ def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, o
     hidden = got["translations"].numpy()[4].decode()  # through the export's hiding pass
     assert "<script>a<b</script>" in hidden
     assert '<span translate="no">Acme <b>A</b></span>' in hidden
+    alt = re.search(r'alt="([^"]*)"', got["translations"].numpy()[5].decode()).group(1)
+    plain = loaded.signatures["translate_markup"](text=tf.constant(["The cat sleeps."]))
+    assert html.unescape(alt) == plain["translations"].numpy()[0].decode()  # translated
     sources, targets = ["The cat sleeps.", ""], ["Der Hund schläft", "x"]
     aligned = loaded.signatures["align"](source=tf.constant(sources), target=tf.constant(targets))
     expected = align_tensors(model, tokenizer, sources, targets, starts)["alignments"]

@@ -64,8 +64,8 @@ TAG = f"{COMMENT}|{RAW_ELEMENT}|</{NAME}\\s*>|<{NAME}(?:{ATTRIBUTE})*\\s*/?>"
 # translators honour both): the element, content and all, comes back as it was.
 _NO = r"""(?:"\s*no\s*"|'\s*no\s*'|no)"""
 _CLASS = r"""(?:"(?:[^"]*\s)?notranslate(?:\s[^"]*)?"|'(?:[^']*\s)?notranslate(?:\s[^']*)?')"""
-_NO_TRANSLATE = rf"(?i:translate\s*=\s*{_NO}|class\s*=\s*(?:{_CLASS}|notranslate))"
-NO_TRANSLATE = rf"<{NAME}(?:{ATTRIBUTE})*\s+{_NO_TRANSLATE}(?:{ATTRIBUTE})*\s*>"
+NO_TRANSLATE_ATTRIBUTE = rf"(?i:translate\s*=\s*{_NO}|class\s*=\s*(?:{_CLASS}|notranslate))"
+NO_TRANSLATE = rf"<{NAME}(?:{ATTRIBUTE})*\s+{NO_TRANSLATE_ATTRIBUTE}(?:{ATTRIBUTE})*\s*>"
 # HTML elements that end a line or a block: between two words they separate them ("here<br>to"
 # is two words, where "Ze<b>ll</b>en" is one), so the model reads a space there.
 BREAKS = ("br", "hr", "p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "td",

@@ -6,19 +6,22 @@
     out["warnings"]      # string (batch,): "" or why an input was translated as text
 
 Steps, per batch: parse the tags out of each input (`data.markup.parse_markup`; an input
-whose tags do not nest is translated as text and warned about), split the text into
-sentences (`data.segmenter`), translate them (`Translator.translate_tensors`), align each
-sentence with its translation (`decoding.alignments`), put back every protected span the
-model did not copy (`data.protected_spans.restore_spans`), align again (the spans moved
-words), join the sentences, and put the tags back around the aligned words
-(`data.markup.insert_tags`). Inputs without markup get the plain translation with their
-protected spans restored.
+whose tags do not nest is translated as text and warned about), split the text, and the
+values of the tags' translatable attributes (`alt`, `title`, ...: `data.attributes`) as
+further inputs, into sentences (`data.segmenter`), translate them
+(`Translator.translate_tensors`), align each sentence with its translation
+(`decoding.alignments`), put back every protected span the model did not copy
+(`data.protected_spans.restore_spans`), align again (the spans moved words), join the
+sentences, write the attributes' translations into their tags, and put the tags back around
+the aligned words (`data.markup.insert_tags`). Inputs without markup get the plain
+translation with their protected spans restored.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from keras_transformer.data.attributes import find_values, put_values
 from keras_transformer.data.input_checks import check_size
 from keras_transformer.data.markup import insert_tags, parse_markup
 from keras_transformer.data.protected_spans import restore_spans
@@ -53,24 +56,28 @@ def translate_markup(translator, texts, starts, protect: bool = True, **choice) 
     choice = choice or translator.alignment.kwargs()
     limit = translator.documents.max_input_bytes
     parsed = parse_markup(check_size(texts, limit, "input", "max_input_bytes"))
+    found = find_values(parsed.tags.flat_values)  # alt, title, ...: translated as inputs too
+    inputs = tf.concat([parsed.text, found.values], 0)  # (batch + k,)
+    batch = tf.shape(parsed.text)[0]
     if translator.documents.segment:
-        segmentation = segment(parsed.text)
+        segmentation = segment(inputs)
         sentences, counts = segmentation.segments.flat_values, segmentation.segments.row_lengths()
     else:
-        segmentation, sentences = None, parsed.text
-        counts = tf.ones_like(parsed.text, tf.int64)
+        segmentation, sentences = None, inputs
+        counts = tf.ones_like(inputs, tf.int64)
     out = translator.translate_tensors(sentences)  # (n,)
     translations = out["translations"]
     links = align_tensors(model, tokenizer, sentences, translations, starts, **choice)
     if protect:
         translations = restore_spans(sentences, translations, links["source_index"])
         links = align_tensors(model, tokenizer, sentences, translations, starts, **choice)
-    whole = input_links(links["source_index"], sentences, translations, counts)
+    whole = input_links(links["source_index"], sentences, translations, counts)[:batch]
     joined = translations if segmentation is None else segmentation.join(translations)
     scores = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(out["scores"], counts), axis=1)
+    tags = parsed.tags.with_flat_values(put_values(found, joined[batch:]))
     return {
-        "translations": insert_tags(parsed, joined, whole),
-        "scores": scores,
+        "translations": insert_tags(parsed._replace(tags=tags), joined[:batch], whole),
+        "scores": scores[:batch],
         "alignments": moses_strings(whole.to_tensor(-1)),
         "warnings": parsed.warnings,
     }
