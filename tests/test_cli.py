@@ -211,6 +211,11 @@ def test_translate_paragraph_line_is_its_sentences_one_by_one(model_dir, tmp_pat
                         ["Der Hund schläft number 12.", "The cat sleeps.", "Le chat"])  # fmt: skip
     first, second, third = (texts[0][0] for texts, _ in alone)  # each: [[1-best]]
     assert lines == [f"{first} {second}", third]
+    # The whole file as one source: the same sentences, its line break kept between them.
+    assert translate.main([*flags, "--input", str(path), "--whole-input"]) == 0
+    assert capsys.readouterr().out == f"{first} {second}\n{third}\n"  # ends as the file ends
+    assert translate.main([*flags, "--input", str(path), "--whole-input", "--n-best", "2"]) == 2
+    assert "--whole-input prints one translation" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # a script run or second export: the default stage passed 6 minutes

@@ -242,3 +242,31 @@ def test_translator_n_best_must_be_positive(one_layer_model_dir):
         translator(["The cat."], n_best=0)  # was the 1-best list, as if n_best were 1
     with pytest.raises(TypeError, match="Received: texts=None"):
         translator.translate(None)
+
+
+def test_command_line_files_read_as_python_text_mode_reads_them(tmp_path):
+    # The reference: Python's text mode (universal newlines, strict UTF-8) on random files of
+    # \n, \r\n and \r line ends, multi-byte characters and, in some, a byte that is not UTF-8.
+    from keras_transformer.cli.common import read_lines, read_text
+
+    rng = random.Random(0)
+    pieces = [b"a", b" ", b"\n", b"\r\n", b"\r", "é".encode(), "日本".encode(), b"\t", b"\xff"]
+    for index in range(60):
+        choices = pieces if index % 3 == 0 else pieces[:-1]  # a third hold a bad byte
+        data = b"".join(rng.choice(choices) for _ in range(30))
+        path = tmp_path / f"{index}.txt"
+        path.write_bytes(data)
+        try:
+            with open(path, encoding="utf-8") as f:
+                want = [line.rstrip("\n") for line in f]
+        except UnicodeDecodeError:
+            bad = data.index(b"\xff")
+            line = data[:bad].replace(b"\r\n", b"\n").replace(b"\r", b"\n").count(b"\n") + 1
+            column = len(data[:bad].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")[-1])
+            for read in (read_lines, read_text):
+                with pytest.raises(ValueError, match=f"{path} line {line} is not valid UTF-8: "
+                                   f"byte 0xff at byte {column + 1} of the line"):  # fmt: skip
+                    read(str(path))
+            continue
+        assert read_lines(str(path)) == want
+        assert read_text(str(path)) == data.decode("utf-8")

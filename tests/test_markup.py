@@ -242,6 +242,12 @@ def test_translate_command_with_markup_and_alignments(one_layer_model_dir, tmp_p
     assert _tag_skeleton(text) == ["<b>", "</b>"] and "3" in words  # the number restored
     words = len(words)
     assert all(i < 5 and j < words for i, j in parse_moses(links))
+    page = "<html>\n<head><script>a<b</script></head>\n<body><p>Click <b>OK</b>.\nNow.</p>"
+    path.write_text(page + '\n<p translate="no">x</p></body></html>', encoding="utf-8")
+    assert translate.main([*flags, "--markup", "--whole-input"]) == 0  # one input, tags kept
+    out = capsys.readouterr().out
+    assert _tag_skeleton(out) == _tag_skeleton(path.read_text(encoding="utf-8"))
+    assert '<p translate="no">x</p>' in out and "<script>a<b</script>" in out
 
 
 def test_tag_scores_count_well_formed_and_equal_outputs():

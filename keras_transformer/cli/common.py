@@ -215,17 +215,35 @@ def sampling_options(args: argparse.Namespace) -> dict | None:
     )  # fmt: skip
 
 
+def _read_bytes(path: str | None) -> bytes:
+    if path is None:
+        stream = getattr(sys.stdin, "buffer", None)  # a text-only stdin (tests): decoded
+        return stream.read() if stream is not None else sys.stdin.read().encode()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_text(path: str | None) -> str:
+    """A whole UTF-8 file, or stdin when `path` is None, as it is (line breaks kept); bytes
+    that are not UTF-8 are a ValueError naming the file, the line and the byte."""
+    data = _read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = data[: error.start].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        line, column = before.count(b"\n") + 1, len(before) - (before.rfind(b"\n") + 1)
+        raise ValueError(
+            f"{'stdin' if path is None else path} line {line} is not valid UTF-8: byte "
+            f"0x{data[error.start]:02x} at byte {column + 1} of the line"
+        ) from None
+
+
 def read_lines(path: str | None) -> list[str]:
     """The lines of a UTF-8 file, or of stdin when `path` is None, without newlines. A line
     that is not valid UTF-8 is a ValueError naming the file, the line and the first bad
     byte."""
     name = "stdin" if path is None else path
-    if path is None:
-        stream = getattr(sys.stdin, "buffer", None)  # a text-only stdin (tests): decoded
-        data = stream.read() if stream is not None else sys.stdin.read().encode()
-    else:
-        with open(path, "rb") as f:
-            data = f.read()
+    data = _read_bytes(path)
     lines = []
     for number, raw in enumerate(data.splitlines(), start=1):  # as text mode: \n, \r\n, \r
         try:

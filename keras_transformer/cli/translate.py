@@ -23,10 +23,17 @@ sentence's k-th best (--no-segment: one sentence per line, as before).
 
 --markup: lines carry inline XML/HTML tags, which come back around the aligned words, and
 protected spans (URLs, numbers, placeholders, key combinations) come back verbatim; a line
-whose tags do not nest is translated as text with a warning on stderr. --alignments appends
-a tab and the Moses "i-j" word alignments (source word i, output word j) to each line.
-Guides (`cli/guides.py`): --prefix, --alternatives K, --constraints, --avoid, --glossary
-FILE.tsv, and per-line values from extra TSV columns with --guide-columns.
+whose tags do not nest is translated as text with a warning on stderr. --whole-input reads
+the whole file (or stdin) as one source, so an HTML page whose elements span lines is one
+input (the line breaks between its sentences come back; whitespace between tags with no
+word between them does not keep its place, which HTML reads the same):
+
+    keras-transformer-translate --model-dir DIR --markup --whole-input --input page.html
+
+--alignments appends a tab and the Moses "i-j" word alignments (source word i, output word
+j) to each line. Guides (`cli/guides.py`): --prefix, --alternatives K, --constraints,
+--avoid, --glossary FILE.tsv, and per-line values from extra TSV columns with
+--guide-columns.
 """
 
 from __future__ import annotations
@@ -59,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--batch-size", type=int, default=32, help="sources per batch")
     parser.add_argument("--markup", action="store_true", help="inputs carry inline tags")
+    parser.add_argument(
+        "--whole-input",
+        action="store_true",
+        help="read the whole input (file or stdin) as one source, line breaks kept, e.g. an "
+        "HTML page with --markup; its translation is printed as it comes (line breaks kept)",
+    )
     parser.add_argument("--alignments", action="store_true", help="append Moses alignments")
     common.add_sampling_arguments(parser)
     common.add_document_arguments(parser, segment_by_default=True)
@@ -96,12 +109,16 @@ def _decoder(args: argparse.Namespace, search, sampling: dict | None) -> Callabl
 def _write(sources, outputs, scores, args: argparse.Namespace, start: int = 0) -> None:
     from keras_transformer.serving.client import format_results
 
+    # A whole input's translation ends as the input ends (its own final line break or none).
+    end = "" if getattr(args, "whole_input", False) and not args.alignments else "\n"
+
     if outputs and isinstance(outputs[0], tuple):  # --markup / --alignments
         for index, (text, links, warning) in enumerate(outputs):
             if warning:
-                print(f"line {start + index + 1}: {warning}", file=sys.stderr)
+                where = "input" if end == "" else f"line {start + index + 1}"
+                print(f"{where}: {warning}", file=sys.stderr)
             score = f"{scores[index]:.4f}\t" if args.scores else ""
-            print(score + text + (f"\t{links}" if args.alignments else ""), flush=True)
+            print(score + text + (f"\t{links}" if args.alignments else ""), end=end, flush=True)
         return
     if args.n_best is None and not args.scores and not getattr(args, "alternatives", None):
         lines = outputs
@@ -109,7 +126,7 @@ def _write(sources, outputs, scores, args: argparse.Namespace, start: int = 0) -
         results = {"translations": outputs, "scores": scores}
         lines = format_results(sources, results, start=start)
     for line in lines:
-        print(line, flush=True)
+        print(line, end=end, flush=True)
 
 
 def _interactive(decode: Callable, args: argparse.Namespace) -> int:
@@ -139,15 +156,17 @@ def translate(args: argparse.Namespace) -> int:
             "--markup and --alignments take no guides (--prefix, --alternatives, "
             "--constraints, --avoid, --glossary, --guide-columns): use one or the other."
         )
+    if args.whole_input and (args.n_best is not None or getattr(args, "alternatives", None)):
+        raise ValueError("--whole-input prints one translation: drop --n-best/--alternatives.")
     if sampling:
         if args.n_best is not None:
             raise ValueError("--n-best needs beam search: drop --sampling or --n-best.")
         check_sampling_args(sampling["method"], sampling["top_k"], sampling["top_p"],
                             sampling["temperature"])  # fmt: skip
     decode = _decoder(args, search, sampling)
-    if args.input is None and sys.stdin.isatty():
+    if args.input is None and sys.stdin.isatty() and not args.whole_input:
         return _interactive(decode, args)
-    lines = common.read_lines(args.input)
+    lines = [common.read_text(args.input)] if args.whole_input else common.read_lines(args.input)
     _write(lines, *decode(lines, args.input is not None), args)
     return 0
 
