@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data import markup as mk
+from keras_transformer.data.covers import covers
 
 
 def _parse(text):
@@ -303,7 +304,7 @@ def test_character_references_decode_as_pythons_html_unescape():
 
 
 def _covers_reference(first, last, links):
-    """The covers' rule in NumPy, one tag at a time (`data.markup._covers`' docstring)."""
+    """The covers' rule in NumPy, one tag at a time (`data.covers.covers` docstring)."""
     low, high, slot = (np.zeros(first.shape, np.int64) for _ in range(3))
     for b, t in np.ndindex(first.shape):
         row = links[b]
@@ -325,6 +326,6 @@ def test_covers_match_the_rule_tag_by_tag(seed):
     last = np.where(rng.random((batch, tags)) < 0.2, first - 1,
                     np.minimum(first + rng.integers(0, 6, (batch, tags)), words - 1))  # fmt: skip
     links = rng.integers(-1, words, (batch, int(rng.integers(0, width))))
-    got = mk._covers(*(tf.constant(x, tf.int32) for x in (first, last, links)))
+    got = covers(*(tf.constant(x, tf.int32) for x in (first, last, links)))
     for value, want in zip(got, _covers_reference(first, last, links)):
         np.testing.assert_array_equal(value.numpy(), want)

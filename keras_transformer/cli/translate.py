@@ -25,8 +25,7 @@ sentence's k-th best (--no-segment: one sentence per line, as before).
 protected spans (URLs, numbers, placeholders, key combinations) come back verbatim; a line
 whose tags do not nest is translated as text with a warning on stderr. --whole-input reads
 the whole file (or stdin) as one source, so an HTML page whose elements span lines is one
-input (the line breaks between its sentences come back; whitespace between tags with no
-word between them does not keep its place, which HTML reads the same):
+input (its line breaks and indentation come back where they were):
 
     keras-transformer-translate --model-dir DIR --markup --whole-input --input page.html
 

@@ -25,8 +25,8 @@ from keras_transformer.data.markup import ATTRIBUTE, MARK, NAME, NO_TRANSLATE_AT
 ATTRIBUTES = ("alt", "title", "placeholder", "label", "abbr", "aria-label")
 _VALUE = r"""(?:"[^"]*"|'[^']*'|[^\s"'<>=`]+)"""
 TRANSLATABLE = rf"\s+(?i:{'|'.join(ATTRIBUTES)})\s*=\s*{_VALUE}"
-ONE_TAG = rf"<{NAME}(?:{ATTRIBUTE})*\s*/?>"
-KEPT = rf"<{NAME}(?:{ATTRIBUTE})*\s+{NO_TRANSLATE_ATTRIBUTE}(?:{ATTRIBUTE})*\s*/?>"
+ONE_TAG = rf"\s*<{NAME}(?:{ATTRIBUTE})*\s*/?>\s*"  # with the layout's whitespace around it
+KEPT = rf"\s*<{NAME}(?:{ATTRIBUTE})*\s+{NO_TRANSLATE_ATTRIBUTE}(?:{ATTRIBUTE})*\s*/?>\s*"
 
 
 class FoundValues(NamedTuple):

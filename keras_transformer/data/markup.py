@@ -18,6 +18,8 @@ comments (and the other `<!...>`, `<?...>`), scripts, styles, and elements marke
 `translate="no"` or with the `notranslate` class, with everything inside them (a
 `translate="yes"` inside one is hidden too). Each is then one tag that encloses nothing,
 separated from the words beside it by a space where the input had one (`ParsedMarkup.spaced`).
+A page's layout (whitespace between tags that holds a line break, or that has no word on one
+side) travels with the tag before it (`_layout`), so line breaks and indentation come back.
 Character references (`&lt;`, `&nbsp;`, `&#8211;`, `&#xE9;`: `data.entities`) are decoded
 for the model, and the output's text is escaped again (`& < >`; the other characters come
 back as themselves, which HTML reads the same). Words are
@@ -45,6 +47,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.data.covers import covers
 from keras_transformer.data.entities import REFERENCE, decode_entities
 
 MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
@@ -275,8 +278,11 @@ def hide_elements(texts) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         tf.math.unsorted_segment_min(index, group, groups) - 1, 0))  # fmt: skip
     after = tf.gather(parts.flat_values, tf.minimum(
         tf.math.unsorted_segment_max(index, group, groups) + 1, tf.size(group) - 1))  # fmt: skip
-    spaced = tf.cast(tf.strings.regex_full_match(before, r"(?s).*\s"), tf.int32) + 2 * tf.cast(
-        tf.strings.regex_full_match(after, r"(?s)\s.*"), tf.int32)  # fmt: skip
+    layout = r"[ \t\f\v]*[\r\n][ \t\r\n\f\v]*"  # a line's end: the page's, not the text's
+    spaced = tf.cast(tf.strings.regex_full_match(before, r"(?s).*\s")
+                     & ~tf.strings.regex_full_match(before, layout), tf.int32) + 2 * tf.cast(
+        tf.strings.regex_full_match(after, r"(?s)\s.*")
+        & ~tf.strings.regex_full_match(after, layout), tf.int32)  # fmt: skip
     spaced *= tf.cast(tf.strings.regex_full_match(whole, f"(?s){NO_TRANSLATE}.*"), tf.int32)
     return (tf.strings.reduce_join(kept, axis=1), tf.boolean_mask(whole, hidden),
             tf.boolean_mask(spaced, hidden))  # fmt: skip
@@ -293,6 +299,36 @@ def _unhide(tags, hidden, spaced) -> tuple[tf.Tensor, tf.Tensor]:
             tf.where(placeholder, tf.gather(spaced, index), 0))  # fmt: skip
 
 
+def _layout(texts, ok) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """A page's layout: whitespace that stands between two tags, or between a tag and the
+    input's start or end, and holds a line break or has no word on one side, goes with the
+    tag before it (at the start: the tag after it), where `ok` `(batch,)`. -> `(texts,
+    before, after)`: the texts with that whitespace made one space between words (else
+    nothing), and string `(all_tags,)` the whitespace to write before and after each tag."""
+    marked = tf.strings.regex_replace(texts, f"({TAG})", f"{MARK}\\1{MARK}")
+    parts = tf.strings.split(marked, MARK)  # (batch, 2 N + 1): text, tag, text, ..., text
+    flat, rows = parts.flat_values, parts.value_rowids()
+    position = tf.ragged.range(parts.row_lengths()).flat_values
+    is_text = tf.equal(position % 2, 0)
+    words = tf.cast(is_text & tf.strings.regex_full_match(flat, r"(?s).*\S.*"), tf.int64)
+    seen = tf.cumsum(words, exclusive=True)
+    before = seen - tf.gather(tf.gather(seen, parts.row_starts()), rows)  # in its own row
+    total = tf.math.segment_sum(words, rows)
+    between = (before > 0) & (tf.gather(total, rows) - before - words > 0)
+    blank = is_text & tf.strings.regex_full_match(flat, r"[ \t\r\n\f\v]+")
+    moves = blank & (tf.strings.regex_full_match(flat, r"(?s).*[\r\n].*") | ~between)
+    moves &= tf.gather(ok & (parts.row_lengths() > 1), rows)
+    # Of the moved runs between two words, the last one leaves the one space that parts them.
+    gap = tf.where(moves & between, seen, -1)  # the words before it, across the batch
+    last = tf.math.unsorted_segment_max(position, tf.maximum(gap, 0), tf.size(flat, tf.int64) + 1)
+    space = (gap >= 0) & tf.equal(position, tf.gather(last, tf.maximum(gap, 0)))
+    padded = tf.concat([[""], tf.where(moves, flat, ""), [""]], 0)  # padded[i + 1] is part i
+    suffix = tf.boolean_mask(padded[2:], ~is_text)  # the part after each tag
+    prefix = tf.boolean_mask(tf.where(tf.equal(position, 0), padded[1:-1], "")[:-1], ~is_text[1:])
+    flat = tf.where(moves, tf.where(space, " ", ""), flat)
+    return tf.strings.reduce_join(parts.with_flat_values(flat), axis=1), prefix, suffix
+
+
 def parse_markup(texts) -> ParsedMarkup:
     """string `(batch,)` -> `ParsedMarkup` (see the module docstring). TF ops only."""
     texts = tf.convert_to_tensor(texts, tf.string)
@@ -305,9 +341,10 @@ def parse_markup(texts) -> ParsedMarkup:
     # A space before a break glued to words on both sides: "here<br>to" -> "here <br>to".
     texts = tf.strings.regex_replace(texts, f"(\\S)({BREAK_TAG})(\\S)", r"\1 \2\3")
     tags = split_tags(texts)  # (batch, None)
-    ended, begun = tag_words(texts)
     found = _structure(tags)
     ok = found.few & found.nests
+    laid, before, after_tag = _layout(texts, ok)
+    ended, begun = tag_words(laid)
     kind, partner, dense = found.kind, found.partner, found.dense
     after = dense(begun.flat_values, 0) - 1  # the last word begun before a closing tag
     # An opening tag stands before the word it touches or the next one ("Ze<b>ll</b>en"); one
@@ -323,73 +360,16 @@ def parse_markup(texts) -> ParsedMarkup:
 
     entity = f"(?s).*(?:{REFERENCE}).*"
     markup = ok & ((found.count > 0) | tf.strings.regex_full_match(texts, entity))
-    stripped = tf.strings.regex_replace(texts, TAG, "")
+    stripped = tf.strings.regex_replace(laid, TAG, "")
     text = tf.where(markup, decode_entities(stripped), tf.where(found.few, texts, stripped))
     tag_texts, tag_spaced = _unhide(tags.flat_values, hidden, spaced)
+    tag_texts = tf.strings.join([before, tag_texts, after_tag])
     return ParsedMarkup(
         text=text, tags=ragged(dense(tag_texts, "")), kind=ragged(kind), first=ragged(first),
         last=ragged(last), partner=ragged(partner), spaced=ragged(dense(tag_spaced, 0)),
         markup=markup,
         warnings=tf.where(found.few, tf.where(found.nests, "", MALFORMED), TOO_MANY),
     )  # fmt: skip
-
-
-LEVELS = 17  # range tables cover 2**17 > any input's words (inputs are under 100,000 bytes)
-
-
-def _range_tables(values, combine, fill) -> tf.Tensor:
-    """int32 `(batch, n)` -> `(LEVELS, batch, n)`: level k, column i holds `combine` over
-    columns `[i, i + 2**k)` (`fill` past the end): a sparse table for range queries."""
-    tables = [values]
-    batch, n = tf.shape(values)[0], tf.shape(values)[1]
-    for k in range(1, LEVELS):
-        shift = 2 ** (k - 1)
-        past = tf.fill([batch, tf.minimum(shift, n)], fill)
-        tables.append(combine(tables[-1], tf.concat([tables[-1][:, shift:], past], 1)))
-    return tf.stack(tables)
-
-
-def _range_query(tables, combine, low, high) -> tf.Tensor:
-    """`combine` over columns `[low, high]` of each row, int32 `(batch, T)` bounds with
-    `0 <= low <= high < n` -> `(batch, T)`: two overlapping blocks of the table's level."""
-    size = high - low + 1
-    level = tf.reduce_sum(tf.cast(size[..., None] >= 2 ** tf.range(1, LEVELS), tf.int32), -1)
-    rows = tf.broadcast_to(tf.range(tf.shape(low)[0])[:, None], tf.shape(low))
-    first = tf.gather_nd(tables, tf.stack([level, rows, low], -1))
-    last = tf.gather_nd(tables, tf.stack([level, rows, high - 2**level + 1], -1))
-    return combine(first, last)
-
-
-def _covers(first, last, links):
-    """Where each tag's words went: int32 `(batch, T)` first and last output word aligned to
-    a source word in [first, last] (`last < first` where none), and the insertion slot of an
-    empty element: after the output word aligned to the nearest source word before `first`.
-    `links` int32 `(batch, TW)`: the source word of each output word, -1 none. Range queries
-    over the first and last output word of each source word: memory `(batch, words)`, never
-    `(batch, T, TW)`."""
-    batch, width = tf.shape(links)[0], tf.shape(links)[1]
-    words = tf.maximum(tf.reduce_max(tf.concat([links[:, :1] * 0, links, last], 1)) + 1, 1)
-    rows = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(links))
-    source = tf.where(links >= 0, rows * words + links, batch * words)  # -1: a dropped segment
-    position = tf.broadcast_to(tf.range(width)[None, :], tf.shape(links))
-    count = batch * words + 1
-    lowest = tf.math.unsorted_segment_min(position, source, count)[:-1]  # int32 max: none
-    highest = tf.math.unsorted_segment_max(position, source, count)[:-1]  # int32 min: none
-    lowest = tf.reshape(tf.minimum(lowest, width), [batch, words])
-    highest = tf.reshape(tf.maximum(highest, -1), [batch, words])
-    low_table = _range_tables(lowest, tf.minimum, width)
-    high_table = _range_tables(highest, tf.maximum, -1)
-    some = last >= first
-    low_q, high_q = tf.clip_by_value(first, 0, words - 1), tf.clip_by_value(last, 0, words - 1)
-    high_q = tf.maximum(high_q, low_q)
-    low = tf.where(some, _range_query(low_table, tf.minimum, low_q, high_q), width)
-    high = tf.where(some, _range_query(high_table, tf.maximum, low_q, high_q), -1)
-    before = tf.clip_by_value(first - 1, 0, words - 1)
-    slot = (
-        tf.where(first > 0, _range_query(high_table, tf.maximum, tf.zeros_like(before), before), -1)
-        + 1
-    )
-    return tf.where(high >= 0, low, 1), high, tf.maximum(slot, 0)
 
 
 def place_tags(kind, low, high, slot, words):
@@ -460,7 +440,7 @@ def insert_tags(parsed: ParsedMarkup, translations, links) -> tf.Tensor:
         links = links.to_tensor(-1)
     links = tf.cast(links, tf.int32)
     kind = parsed.kind.to_tensor(-1)  # (batch, T)
-    low, high, empty_slot = _covers(parsed.first.to_tensor(0), parsed.last.to_tensor(-1), links)
+    low, high, empty_slot = covers(parsed.first.to_tensor(0), parsed.last.to_tensor(-1), links)
     marked = tf.strings.regex_replace(translations, r"(\s+)", f"{GAP}\\1{GAP}")
     parts = tf.strings.split(marked, GAP)  # (batch, 2k+1): word, space, word, ...
     is_word = tf.strings.length(parts) > 0
@@ -499,6 +479,19 @@ def insert_tags(parsed: ParsedMarkup, translations, links) -> tf.Tensor:
     pieces = tf.strings.join([tf.gather_nd(attached[:, :, 0], index), text,
                               tf.gather_nd(attached[:, :, 1], index)])  # fmt: skip
     pieces = tf.where(is_word.flat_values, pieces, text)
+    # A single space between two words goes where a tag beside it brings the page's own
+    # whitespace (its layout: `_layout`), which already parts them.
+    row = tf.cast(parts.value_rowids(), tf.int32)
+    previous = word_index.flat_values  # of a space: the word before it
+    inner = ~is_word.flat_values & tf.equal(text, " ") & (previous >= 0)
+    inner &= previous + 1 < tf.gather(words, row)
+    end_of = tf.gather_nd(attached[:, :, 1], tf.stack([row, tf.maximum(previous, 0)], 1))
+    following = tf.minimum(previous + 1, max_words - 1)
+    start_of = tf.gather_nd(attached[:, :, 0], tf.stack([row, following], 1))
+    laid = tf.strings.regex_full_match(end_of, r"(?s).*\s") | tf.strings.regex_full_match(
+        start_of, r"(?s)\s.*"
+    )
+    pieces = tf.where(inner & laid, "", pieces)
     joined = tf.strings.reduce_join(parts.with_flat_values(pieces), axis=1)
     no_words = tf.strings.join([attached[:, 0, 0], translations, attached[:, 0, 1]])
     return tf.where(words > 0, joined, no_words)
