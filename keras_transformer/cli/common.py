@@ -225,25 +225,24 @@ def _read_bytes(path: str | None) -> bytes:
 
 def read_text(path: str | None) -> str:
     """A whole UTF-8 file, or stdin when `path` is None, as it is (line breaks kept); bytes
-    that are not UTF-8 are a ValueError naming the file, the line and the byte."""
+    that are not UTF-8 are a ValueError naming the file, the line and the byte (as
+    `read_lines` names them)."""
     data = _read_bytes(path)
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        before = data[: error.start].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        line, column = before.count(b"\n") + 1, len(before) - (before.rfind(b"\n") + 1)
-        raise ValueError(
-            f"{'stdin' if path is None else path} line {line} is not valid UTF-8: byte "
-            f"0x{data[error.start]:02x} at byte {column + 1} of the line"
-        ) from None
+    except UnicodeDecodeError:
+        _decode_lines(data, "stdin" if path is None else path)  # raises, naming the line
+        raise
 
 
 def read_lines(path: str | None) -> list[str]:
     """The lines of a UTF-8 file, or of stdin when `path` is None, without newlines. A line
     that is not valid UTF-8 is a ValueError naming the file, the line and the first bad
     byte."""
-    name = "stdin" if path is None else path
-    data = _read_bytes(path)
+    return _decode_lines(_read_bytes(path), "stdin" if path is None else path)
+
+
+def _decode_lines(data: bytes, name: str) -> list[str]:
     lines = []
     for number, raw in enumerate(data.splitlines(), start=1):  # as text mode: \n, \r\n, \r
         try:

@@ -109,7 +109,7 @@ def _write(sources, outputs, scores, args: argparse.Namespace, start: int = 0) -
     from keras_transformer.serving.client import format_results
 
     # A whole input's translation ends as the input ends (its own final line break or none).
-    end = "" if getattr(args, "whole_input", False) and not args.alignments else "\n"
+    end = "" if args.whole_input and not args.alignments else "\n"
 
     if outputs and isinstance(outputs[0], tuple):  # --markup / --alignments
         for index, (text, links, warning) in enumerate(outputs):

@@ -125,11 +125,30 @@ def escape_text(texts) -> tf.Tensor:
     return _replace_all(texts, ENCODE)
 
 
-def split_tags(texts) -> tf.RaggedTensor:
-    """string `(batch,)` -> ragged string `(batch, None)`: every tag, in order."""
+def tag_parts(texts) -> tuple[tf.RaggedTensor, tf.Tensor]:
+    """string `(batch,)` -> ragged string `(batch, 2 N + 1)`, each input cut into text, tag,
+    text, ..., text (N tags; texts between two tags may be empty), and int64
+    `(all_parts,)` each part's position in its input (odd: a tag)."""
     marked = tf.strings.regex_replace(texts, f"({TAG})", f"{MARK}\\1{MARK}")
     parts = tf.strings.split(marked, MARK)
-    return tf.ragged.boolean_mask(parts, tf.strings.regex_full_match(parts, TAG))
+    return parts, tf.ragged.range(parts.row_lengths()).flat_values
+
+
+def _tags_of(parts, position) -> tf.RaggedTensor:
+    return tf.ragged.boolean_mask(parts, parts.with_flat_values(tf.equal(position % 2, 1)))
+
+
+def split_tags(texts) -> tf.RaggedTensor:
+    """string `(batch,)` -> ragged string `(batch, None)`: every tag, in order."""
+    return _tags_of(*tag_parts(texts))
+
+
+def in_order(mask, values, default) -> tf.Tensor:
+    """bool `(n,)` and `(k,)` values, k the count of True -> `(n,)`: the values at the True
+    entries, in order, `default` (a scalar of their dtype) elsewhere."""
+    index = tf.maximum(tf.cumsum(tf.cast(mask, tf.int32)) - 1, 0)
+    padded = tf.concat([values, [default]], 0)  # index 0 exists where `values` is empty
+    return tf.where(mask, tf.gather(padded, index), default)
 
 
 def tag_words(texts) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
@@ -238,11 +257,9 @@ def hide_elements(texts) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     else `<x HIDDEN/>`); string `(m,)` the hidden elements byte for byte, in document order
     over the batch; int32 `(m,)` their `ParsedMarkup.spaced`. Inputs whose tags do not nest,
     or with more than `MAX_TAGS`, unchanged."""
-    marked = tf.strings.regex_replace(texts, f"({TAG})", f"{MARK}\\1{MARK}")
-    parts = tf.strings.split(marked, MARK)  # (batch, 2 N + 1): text, tag, text, ..., text
-    position = tf.ragged.range(parts.row_lengths()).flat_values  # (all_parts,)
+    parts, position = tag_parts(texts)  # (batch, 2 N + 1): text, tag, text, ..., text
     is_tag = tf.equal(position % 2, 1)
-    tags = tf.ragged.boolean_mask(parts, parts.with_flat_values(is_tag))  # (batch, N)
+    tags = _tags_of(parts, position)  # (batch, N)
     found = _structure(tags)
     ok = (found.few & found.nests)[:, None]  # (batch, 1)
     opens = found.dense(tf.strings.regex_full_match(tags.flat_values, NO_TRANSLATE), False)
@@ -293,22 +310,18 @@ def _unhide(tags, hidden, spaced) -> tuple[tf.Tensor, tf.Tensor]:
     replaced by its element (both in document order over the batch), and int32 `(all_tags,)`
     the `ParsedMarkup.spaced` of each tag."""
     placeholder = tf.strings.regex_full_match(tags, f"(?s).*{HIDDEN}.*")
-    index = tf.maximum(tf.cumsum(tf.cast(placeholder, tf.int32)) - 1, 0)
-    hidden, spaced = tf.concat([hidden, [""]], 0), tf.concat([spaced, [0]], 0)  # never empty
-    return (tf.where(placeholder, tf.gather(hidden, index), tags),
-            tf.where(placeholder, tf.gather(spaced, index), 0))  # fmt: skip
+    return (tf.where(placeholder, in_order(placeholder, hidden, ""), tags),
+            in_order(placeholder, spaced, 0))  # fmt: skip
 
 
-def _layout(texts, ok) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def _layout(parts, position, ok) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """A page's layout: whitespace that stands between two tags, or between a tag and the
     input's start or end, and holds a line break or has no word on one side, goes with the
-    tag before it (at the start: the tag after it), where `ok` `(batch,)`. -> `(texts,
-    before, after)`: the texts with that whitespace made one space between words (else
-    nothing), and string `(all_tags,)` the whitespace to write before and after each tag."""
-    marked = tf.strings.regex_replace(texts, f"({TAG})", f"{MARK}\\1{MARK}")
-    parts = tf.strings.split(marked, MARK)  # (batch, 2 N + 1): text, tag, text, ..., text
+    tag before it (at the start: the tag after it), where `ok` `(batch,)`; `parts` and
+    `position` as `tag_parts` gives them. -> `(texts, before, after)`: the texts with that
+    whitespace made one space between words (else nothing), and string `(all_tags,)` the
+    whitespace to write before and after each tag."""
     flat, rows = parts.flat_values, parts.value_rowids()
-    position = tf.ragged.range(parts.row_lengths()).flat_values
     is_text = tf.equal(position % 2, 0)
     words = tf.cast(is_text & tf.strings.regex_full_match(flat, r"(?s).*\S.*"), tf.int64)
     seen = tf.cumsum(words, exclusive=True)
@@ -340,10 +353,11 @@ def parse_markup(texts) -> ParsedMarkup:
     )  # fmt: skip
     # A space before a break glued to words on both sides: "here<br>to" -> "here <br>to".
     texts = tf.strings.regex_replace(texts, f"(\\S)({BREAK_TAG})(\\S)", r"\1 \2\3")
-    tags = split_tags(texts)  # (batch, None)
+    parts, position = tag_parts(texts)  # (batch, 2 N + 1): text, tag, text, ..., text
+    tags = _tags_of(parts, position)  # (batch, N)
     found = _structure(tags)
     ok = found.few & found.nests
-    laid, before, after_tag = _layout(texts, ok)
+    laid, before, after_tag = _layout(parts, position, ok)
     ended, begun = tag_words(laid)
     kind, partner, dense = found.kind, found.partner, found.dense
     after = dense(begun.flat_values, 0) - 1  # the last word begun before a closing tag
