@@ -82,10 +82,10 @@ def test_malformed_markup_is_text_with_a_warning(text):
 INSERT_CASES = (
     # source, translation, links (source word of each output word), expected
     ("Click <b>OK</b> now.", "Klicken Sie jetzt auf OK.", [0, 0, 2, 1, 1],
-     "Klicken Sie jetzt <b>auf OK.</b>"),
+     "Klicken Sie jetzt <b>auf OK</b>."),
     ("<p>All of it.</p>", "Alles davon.", [0, 2], "<p>Alles davon.</p>"),
     ("The document will be <b>printed</b> in black.", "Das Dokument wird in Schwarz gedruckt.",
-     [0, 1, 2, 5, 6, 4], "Das Dokument wird in Schwarz <b>gedruckt.</b>"),
+     [0, 1, 2, 5, 6, 4], "Das Dokument wird in Schwarz <b>gedruckt</b>."),
     ("<p>Choose <span class=\"emph\">Format - <b>Cells</b></span> now</p>",
      "Wählen Sie jetzt Format - Zellen", [0, 0, 4, 1, 2, 3],
      "<p>Wählen Sie jetzt <span class=\"emph\">Format - <b>Zellen</b></span></p>"),

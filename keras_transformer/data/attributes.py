@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.data.entities import decode_entities
+from keras_transformer.data.entities import decode_entities, escape_text
 from keras_transformer.data.markup import ATTRIBUTE, MARK, NAME, NO_TRANSLATE_ATTRIBUTE
 
 ATTRIBUTES = ("alt", "title", "placeholder", "label", "abbr", "aria-label")
@@ -69,9 +69,7 @@ def find_values(tags) -> FoundValues:
 
 
 def _escape(values, quotes):
-    values = tf.strings.regex_replace(values, "&", "&amp;")
-    values = tf.strings.regex_replace(values, "<", "&lt;")
-    values = tf.strings.regex_replace(values, ">", "&gt;")
+    values = escape_text(values)
     single = tf.equal(quotes, "'")
     values = tf.where(single, tf.strings.regex_replace(values, "'", "&#39;"), values)
     return tf.where(single, values, tf.strings.regex_replace(values, '"', "&quot;"))

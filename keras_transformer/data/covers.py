@@ -1,8 +1,9 @@
 """Where an element's words went in a translation, by range queries (`data.markup` places
 tags with it): for each element, the first and last output word aligned to one of its source
-words, and where an element with none goes.
+words, and where an element with none goes; then those covers made to nest.
 
     low, high, slot = covers(first, last, links)  # each int32 (batch, T)
+    slots = place_tags(kind, low, high, slot, words)  # int32 (batch, T): each tag's slot
 
 Memory `(LEVELS, batch, source words)` (sparse tables of the first and last output word of
 each source word), never `(batch, T, output words)`.
@@ -68,3 +69,62 @@ def covers(first, last, links):
         + 1
     )
     return tf.where(high >= 0, low, 1), high, tf.maximum(slot, 0)
+
+
+def place_tags(kind, low, high, slot, words):
+    """The output slot of every tag, int32 `(batch, T)` (slot s: before output word s, s =
+    `words` after the last): covers made to nest in document order (see the module
+    docstring). `kind` dense with -1 after an input's tags; `words` int32 `(batch,)`."""
+    batch, width = tf.shape(kind)[0], tf.shape(kind)[1]
+    rows = tf.range(batch)
+
+    def body(i, lo, hi, cursor, top, slots):
+        k = kind[:, i]
+        parent = tf.stack([rows, top - 1], 1)
+        plo, phi, pcur = (tf.gather_nd(x, parent) for x in (lo, hi, cursor))
+        start = tf.maximum(low[:, i], pcur)
+        end = tf.minimum(high[:, i], phi)
+        empty_at = tf.clip_by_value(slot[:, i], pcur, tf.maximum(phi + 1, pcur))
+        empty = start > end
+        start = tf.where(empty, empty_at, start)
+        end = tf.where(empty, empty_at - 1, end)
+        own = tf.stack([rows, tf.maximum(top - 1, 0)], 1)
+        closed_at = tf.where(
+            tf.gather_nd(hi, own) >= tf.gather_nd(lo, own), tf.gather_nd(hi, own) + 1,
+            tf.gather_nd(lo, own),
+        )  # fmt: skip
+        place = tf.where(tf.equal(k, 0), start, tf.where(tf.equal(k, 1), closed_at, empty_at))
+        slots = tf.tensor_scatter_nd_update(slots, tf.stack([rows, tf.fill([batch], i)], 1),
+                                            tf.where(k >= 0, place, 0))  # fmt: skip
+        pushed = tf.stack([rows, top], 1)
+        opening = tf.equal(k, 0)
+        lo = tf.tensor_scatter_nd_update(
+            lo, pushed, tf.where(opening, start, tf.gather_nd(lo, pushed))
+        )
+        hi = tf.tensor_scatter_nd_update(
+            hi, pushed, tf.where(opening, end, tf.gather_nd(hi, pushed))
+        )
+        cursor = tf.tensor_scatter_nd_update(
+            cursor, pushed, tf.where(opening, start, tf.gather_nd(cursor, pushed))
+        )
+        top = top + tf.cast(opening, tf.int32) - tf.cast(tf.equal(k, 1), tf.int32)
+        moved = tf.stack([rows, top - 1], 1)  # after a close or a self-closing tag: the parent
+        advance = tf.equal(k, 1) | tf.equal(k, 2)
+        cursor = tf.tensor_scatter_nd_update(
+            cursor, moved,
+            tf.where(advance, tf.maximum(tf.gather_nd(cursor, moved), place),
+                     tf.gather_nd(cursor, moved)),
+        )  # fmt: skip
+        return i + 1, lo, hi, cursor, top, slots
+
+    zeros = tf.zeros([batch, width + 1], tf.int32)
+    root_hi = tf.tensor_scatter_nd_update(zeros, tf.stack([rows, rows * 0], 1), words - 1)
+    start = (
+        0,
+        zeros,
+        root_hi,
+        zeros,
+        tf.ones([batch], tf.int32),
+        tf.zeros([batch, width], tf.int32),
+    )
+    return tf.while_loop(lambda i, *_: i < width, body, start)[-1]

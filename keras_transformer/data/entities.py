@@ -88,6 +88,14 @@ def decode_entities(texts) -> tf.Tensor:
     return tf.strings.reduce_join(parts.with_flat_values(flat), axis=1)
 
 
+def escape_text(texts) -> tf.Tensor:
+    """string tensor -> the same with `&`, `<` and `>` written as references (HTML reads
+    every other character as itself in text)."""
+    for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+        texts = tf.strings.regex_replace(texts, old, new)
+    return texts
+
+
 def _characters(references) -> tf.Tensor:
     """Numeric references `(n,)`, each `&#NNN;` or `&#xHH;` -> their characters, UTF-8."""
     hexadecimal = tf.strings.regex_full_match(references, "&#[xX].*")

@@ -38,7 +38,9 @@ and starts after its previous sibling's (so siblings keep their order). An eleme
 no words (or one that had none: `<br/>`, `<x id="1"/>`, `<b></b>`) is placed after the output
 word aligned to the nearest source word before it. The tags are then written in document
 order at their places, so the output is well-formed, with the same tags, attributes and
-nesting as the source; whole words inherit a tag.
+nesting as the source; whole words inherit a tag, less the punctuation at their edges that
+the element's source text did not hold there (`data.edges`: "Open <a>file</a>." ->
+"Öffnen Sie die <a>Datei</a>.").
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.data.covers import covers
-from keras_transformer.data.entities import REFERENCE, decode_entities
+from keras_transformer.data.covers import covers, place_tags
+from keras_transformer.data.edges import edge_counts, edge_pieces
+from keras_transformer.data.entities import REFERENCE, decode_entities, escape_text
 
 MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
 GAP = "\x1f"  # marks whitespace runs while output words are split (as the segmenter's)
@@ -86,7 +89,6 @@ BREAK_TAG = f"</{_BREAK}\\s*>|<{_BREAK}(?:{ATTRIBUTE})*\\s*/?>"
 MAX_TAGS = 4096
 MALFORMED = "malformed markup (unclosed, crossing or stray tags): translated as text"
 TOO_MANY = f"more than {MAX_TAGS} tags: translated without them"
-ENCODE = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 
 
 class ParsedMarkup(NamedTuple):
@@ -100,6 +102,9 @@ class ParsedMarkup(NamedTuple):
     partner: ragged int32, the matching tag of an opening or closing tag (itself otherwise).
     spaced: ragged int32, of an element not to translate: 1 if whitespace stood before it in
         the input, 2 after it, 3 both (the output separates it from the words there); else 0.
+    edge: ragged int32, the punctuation characters an element's text begins with (read on its
+        opening tag) and ends with (on its closing tag); -1 on tags that stand outside any
+        (line and block elements, tags that enclose nothing): `data.edges`.
     markup: bool `(batch,)`, the input had tags or entities (its output text is escaped).
     warnings: string `(batch,)`.
     """
@@ -111,18 +116,9 @@ class ParsedMarkup(NamedTuple):
     last: tf.RaggedTensor
     partner: tf.RaggedTensor
     spaced: tf.RaggedTensor
+    edge: tf.RaggedTensor
     markup: tf.Tensor
     warnings: tf.Tensor
-
-
-def _replace_all(texts, pairs):
-    for old, new in pairs:
-        texts = tf.strings.regex_replace(texts, old, new.replace("\\", "\\\\"))
-    return texts
-
-
-def escape_text(texts) -> tf.Tensor:
-    return _replace_all(texts, ENCODE)
 
 
 def tag_parts(texts) -> tuple[tf.RaggedTensor, tf.Tensor]:
@@ -229,6 +225,7 @@ class _Structure(NamedTuple):
     kind: tf.Tensor
     partner: tf.Tensor
     nests: tf.Tensor
+    flat_kind: tf.Tensor = None  # (all_tags,)
 
     def dense(self, values, default) -> tf.Tensor:
         """Per-tag flat `values` `(all_tags,)` -> `(batch, T)`, `default` where none."""
@@ -244,10 +241,11 @@ def _structure(tags: tf.RaggedTensor) -> _Structure:
     count = tags.row_lengths()  # (batch,)
     few = count <= MAX_TAGS
     parts = _Structure(tags, count, few, None, None, None)
-    kind = parts.dense(_kinds(tags.flat_values), -1)  # (batch, T)
+    flat_kind = _kinds(tags.flat_values)
+    kind = parts.dense(flat_kind, -1)  # (batch, T)
     names = tf.strings.regex_replace(tags.flat_values, f"^</?({NAME})(?s).*$", r"\1")
     partner, nests = _pairs(kind, parts.dense(names, ""))
-    return parts._replace(kind=kind, partner=partner, nests=nests)
+    return parts._replace(kind=kind, partner=partner, nests=nests, flat_kind=flat_kind)
 
 
 def hide_elements(texts) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -314,13 +312,13 @@ def _unhide(tags, hidden, spaced) -> tuple[tf.Tensor, tf.Tensor]:
             in_order(placeholder, spaced, 0))  # fmt: skip
 
 
-def _layout(parts, position, ok) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def _layout(parts, position, ok) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor]:
     """A page's layout: whitespace that stands between two tags, or between a tag and the
     input's start or end, and holds a line break or has no word on one side, goes with the
     tag before it (at the start: the tag after it), where `ok` `(batch,)`; `parts` and
     `position` as `tag_parts` gives them. -> `(texts, before, after)`: the texts with that
     whitespace made one space between words (else nothing), and string `(all_tags,)` the
-    whitespace to write before and after each tag."""
+    whitespace to write before and after each tag (the texts as parts, `parts`' shape)."""
     flat, rows = parts.flat_values, parts.value_rowids()
     is_text = tf.equal(position % 2, 0)
     words = tf.cast(is_text & tf.strings.regex_full_match(flat, r"(?s).*\S.*"), tf.int64)
@@ -339,7 +337,7 @@ def _layout(parts, position, ok) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     suffix = tf.boolean_mask(padded[2:], ~is_text)  # the part after each tag
     prefix = tf.boolean_mask(tf.where(tf.equal(position, 0), padded[1:-1], "")[:-1], ~is_text[1:])
     flat = tf.where(moves, tf.where(space, " ", ""), flat)
-    return tf.strings.reduce_join(parts.with_flat_values(flat), axis=1), prefix, suffix
+    return parts.with_flat_values(flat), prefix, suffix
 
 
 def parse_markup(texts) -> ParsedMarkup:
@@ -357,7 +355,8 @@ def parse_markup(texts) -> ParsedMarkup:
     tags = _tags_of(parts, position)  # (batch, N)
     found = _structure(tags)
     ok = found.few & found.nests
-    laid, before, after_tag = _layout(parts, position, ok)
+    laid_parts, before, after_tag = _layout(parts, position, ok)
+    laid = tf.strings.reduce_join(laid_parts, axis=1)
     ended, begun = tag_words(laid)
     kind, partner, dense = found.kind, found.partner, found.dense
     after = dense(begun.flat_values, 0) - 1  # the last word begun before a closing tag
@@ -378,71 +377,16 @@ def parse_markup(texts) -> ParsedMarkup:
     text = tf.where(markup, decode_entities(stripped), tf.where(found.few, texts, stripped))
     tag_texts, tag_spaced = _unhide(tags.flat_values, hidden, spaced)
     tag_texts = tf.strings.join([before, tag_texts, after_tag])
+    tag_kind = found.flat_kind
+    stops = tf.equal(tag_kind, 2) | tf.strings.regex_full_match(tags.flat_values, BREAK_TAG)
+    begins, ends = edge_counts(laid_parts, position, stops)
+    edge = tf.where(stops, -1, tf.where(tf.equal(tag_kind, 0), begins, ends))
     return ParsedMarkup(
         text=text, tags=ragged(dense(tag_texts, "")), kind=ragged(kind), first=ragged(first),
         last=ragged(last), partner=ragged(partner), spaced=ragged(dense(tag_spaced, 0)),
-        markup=markup,
+        edge=ragged(dense(edge, -1)), markup=markup,
         warnings=tf.where(found.few, tf.where(found.nests, "", MALFORMED), TOO_MANY),
     )  # fmt: skip
-
-
-def place_tags(kind, low, high, slot, words):
-    """The output slot of every tag, int32 `(batch, T)` (slot s: before output word s, s =
-    `words` after the last): covers made to nest in document order (see the module
-    docstring). `kind` dense with -1 after an input's tags; `words` int32 `(batch,)`."""
-    batch, width = tf.shape(kind)[0], tf.shape(kind)[1]
-    rows = tf.range(batch)
-
-    def body(i, lo, hi, cursor, top, slots):
-        k = kind[:, i]
-        parent = tf.stack([rows, top - 1], 1)
-        plo, phi, pcur = (tf.gather_nd(x, parent) for x in (lo, hi, cursor))
-        start = tf.maximum(low[:, i], pcur)
-        end = tf.minimum(high[:, i], phi)
-        empty_at = tf.clip_by_value(slot[:, i], pcur, tf.maximum(phi + 1, pcur))
-        empty = start > end
-        start = tf.where(empty, empty_at, start)
-        end = tf.where(empty, empty_at - 1, end)
-        own = tf.stack([rows, tf.maximum(top - 1, 0)], 1)
-        closed_at = tf.where(
-            tf.gather_nd(hi, own) >= tf.gather_nd(lo, own), tf.gather_nd(hi, own) + 1,
-            tf.gather_nd(lo, own),
-        )  # fmt: skip
-        place = tf.where(tf.equal(k, 0), start, tf.where(tf.equal(k, 1), closed_at, empty_at))
-        slots = tf.tensor_scatter_nd_update(slots, tf.stack([rows, tf.fill([batch], i)], 1),
-                                            tf.where(k >= 0, place, 0))  # fmt: skip
-        pushed = tf.stack([rows, top], 1)
-        opening = tf.equal(k, 0)
-        lo = tf.tensor_scatter_nd_update(
-            lo, pushed, tf.where(opening, start, tf.gather_nd(lo, pushed))
-        )
-        hi = tf.tensor_scatter_nd_update(
-            hi, pushed, tf.where(opening, end, tf.gather_nd(hi, pushed))
-        )
-        cursor = tf.tensor_scatter_nd_update(
-            cursor, pushed, tf.where(opening, start, tf.gather_nd(cursor, pushed))
-        )
-        top = top + tf.cast(opening, tf.int32) - tf.cast(tf.equal(k, 1), tf.int32)
-        moved = tf.stack([rows, top - 1], 1)  # after a close or a self-closing tag: the parent
-        advance = tf.equal(k, 1) | tf.equal(k, 2)
-        cursor = tf.tensor_scatter_nd_update(
-            cursor, moved,
-            tf.where(advance, tf.maximum(tf.gather_nd(cursor, moved), place),
-                     tf.gather_nd(cursor, moved)),
-        )  # fmt: skip
-        return i + 1, lo, hi, cursor, top, slots
-
-    zeros = tf.zeros([batch, width + 1], tf.int32)
-    root_hi = tf.tensor_scatter_nd_update(zeros, tf.stack([rows, rows * 0], 1), words - 1)
-    start = (
-        0,
-        zeros,
-        root_hi,
-        zeros,
-        tf.ones([batch], tf.int32),
-        tf.zeros([batch, width], tf.int32),
-    )
-    return tf.while_loop(lambda i, *_: i < width, body, start)[-1]
 
 
 def insert_tags(parsed: ParsedMarkup, translations, links) -> tf.Tensor:
@@ -475,22 +419,24 @@ def insert_tags(parsed: ParsedMarkup, translations, links) -> tf.Tensor:
     flat_rows = tf.broadcast_to(tf.range(tf.shape(kind)[0])[:, None], tf.shape(kind))
     max_words = tf.reduce_max(words) + 1
     segment = (tf.boolean_mask(flat_rows, valid) * max_words + tf.boolean_mask(word, valid)) * 2
-    segment += tf.boolean_mask(side, valid)
+    segment += tf.boolean_mask(side, valid)  # (tags,): non-decreasing in document order
     total = tf.shape(kind)[0] * max_words * 2
     # An element not to translate keeps the whitespace between it and the word it touches.
     spaced = parsed.spaced.to_tensor(0)
     tags = parsed.tags.to_tensor("")
     tags = tf.where(~after_previous & (spaced >= 2), tf.strings.join([tags, " "]), tags)
     tags = tf.where(after_previous & (spaced % 2 == 1), tf.strings.join([" ", tags]), tags)
-    attached = tf.strings.unsorted_segment_join(tf.boolean_mask(tags, valid), segment, total)
+    emitted, core, rest = edge_pieces(parsed, parts, is_word, valid, tags, word, side, segment)
+    attached = tf.strings.unsorted_segment_join(emitted, segment, total)
     attached = tf.reshape(attached, [-1, max_words, 2])  # (batch, words + 1, before/after)
+    attached = tf.strings.join([attached, rest])  # the run's characters after its last tag
     word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1) - 1  # (batch, parts)
     text = tf.where(tf.gather(parsed.markup, parts.value_rowids()), escape_text(parts.flat_values),
                     parts.flat_values)  # fmt: skip
     index = tf.stack(
         [tf.cast(parts.value_rowids(), tf.int32), tf.maximum(word_index.flat_values, 0)], 1
     )
-    pieces = tf.strings.join([tf.gather_nd(attached[:, :, 0], index), text,
+    pieces = tf.strings.join([tf.gather_nd(attached[:, :, 0], index), tf.gather_nd(core, index),
                               tf.gather_nd(attached[:, :, 1], index)])  # fmt: skip
     pieces = tf.where(is_word.flat_values, pieces, text)
     # A single space between two words goes where a tag beside it brings the page's own
