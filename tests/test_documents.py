@@ -6,7 +6,9 @@ option; limits and hostile inputs."""
 
 from __future__ import annotations
 
+import html
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -258,3 +260,42 @@ def test_document_score_sums_aligned_sentence_pairs(translator):
         )
         per_token = log_prob / float(tf.reduce_sum(tokens))
         assert float(got["per_token"][row]) == pytest.approx(per_token, abs=1e-5)
+
+
+def test_repeated_sentences_are_searched_once_unless_sampling():
+    texts = ["Ab cd. Ab cd. Ef.", "Ef.", "Ab cd.", "Gh ij kl mn op qr."]
+    options = DocumentOptions(max_segment_pieces=8, batch_size=2)
+    ranks = tf.zeros([400, 2], tf.int32)
+    for unique, searched in ((True, 5), (False, 8)):  # distinct: "Ab cd.", "Ef.", 3 chunks
+        rows = []
+
+        def counting_run(ids, batch_index, rows=rows):
+            rows.append(int(ids.shape[0]))
+            return fake_run(ids, batch_index)
+
+        got, scores = translate_documents(texts, fake_tokenize, counting_run, options, 64, ranks,
+                                          3, 2, unique)  # fmt: skip
+        assert sum(rows) == searched, unique
+        for row, text in enumerate(texts):
+            want, want_scores = python_reference(text, 8)
+            assert [t.decode() for t in got[row].numpy()] == want, text
+            np.testing.assert_allclose(scores[row].numpy(), want_scores)
+
+
+def test_repeated_sentences_in_a_batch_translate_as_alone(translator):
+    sentence = "The cat sleeps number 3."
+    texts = [sentence, f"{sentence} {sentence}", "Der Hund schläft.", sentence]
+    out, scores = translator(texts, return_scores=True)
+    alone, alone_score = one_by_one(translator, [sentence])[0]
+    assert out[0] == out[3] == alone[0] and out[1] == f"{alone[0]} {alone[0]}"
+    assert scores[0] == pytest.approx(alone_score[0], abs=1e-4)
+    assert scores[1] == pytest.approx(2 * alone_score[0], abs=1e-4)
+    tagged = [f"<b>{sentence}</b>", f'<img alt="{sentence}"> {sentence}', f"<b>{sentence}</b>"]
+
+    def markup(texts):
+        return translator.translate_markup_tensors(tf.constant(texts))["translations"].numpy()
+
+    marked, plain = markup(tagged), markup([sentence])[0].decode()
+    assert marked[0] == marked[2] == markup(tagged[:1])[0]
+    assert marked[1] == markup(tagged[1:2])[0]
+    assert html.unescape(re.search(r'alt="([^"]*)"', marked[1].decode()).group(1)) == plain

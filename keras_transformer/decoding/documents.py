@@ -8,7 +8,8 @@ A sentence longer than the limit (`DocumentOptions.segment_limit`) is cut into c
 piece boundaries near the limit: after a piece that ends a clause (, ; :) and before a
 piece that starts a word where there is one, else before a word, else anywhere; every chunk
 is translated. Empty segments (an empty or whitespace-only input, the edges of one with
-leading or trailing whitespace) translate to "" with score 0, without a search.
+leading or trailing whitespace) translate to "" with score 0, without a search. A sentence
+that comes more than once in a batch is searched once (not when sampling).
 
 Scores. A document's translation is its segments' translations, each the best of its own
 search, so it maximizes the sum of the segments' scores: that sum is the document's score
@@ -131,6 +132,7 @@ def translate_documents(
     ranks,
     eos_id: int,
     k: int = 1,
+    unique: bool = True,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Translate whole inputs: string `(batch,)` -> `(translations (batch, k), scores (batch,
     k))` (see the module docstring).
@@ -141,6 +143,8 @@ def translate_documents(
         options: segmentation, the overlong policy and limits, the batch size.
         ranks: `cut_ranks` of the vocabulary, int32 `(vocab, 2)`.
         k: the number of columns `run` returns (its n-best width).
+        unique: search each distinct sentence of the batch once (a deterministic `run`: the
+            search; a sampler draws for every sentence).
     """
     texts = check_size(texts, options.max_input_bytes, "input", "max_input_bytes")
     if options.segment:
@@ -148,6 +152,8 @@ def translate_documents(
         sentences = segmentation.segments.flat_values  # (segments,)
     else:
         segmentation, sentences = None, texts
+    if unique:  # a page's repeated labels, a batch's repeated requests: one search each
+        sentences, repeated = tf.unique(sentences)  # (distinct,), (segments,) its row there
     pieces = tokenize(sentences)  # (segments, None)
     if options.overlong == "truncate":
         pieces = pieces[:, : max_length - 1]
@@ -172,6 +178,8 @@ def translate_documents(
         chunk_texts, segment_of_chunk, segments, separator=" "
     )  # -> (segments, k)
     scores = tf.math.unsorted_segment_sum(chunk_scores, segment_of_chunk, segments)
+    if unique:
+        translations, scores = tf.gather(translations, repeated), tf.gather(scores, repeated)
     if segmentation is None:
         return translations, scores
     document_scores = tf.math.unsorted_segment_sum(  # -> (batch, k)

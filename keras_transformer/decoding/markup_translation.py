@@ -9,7 +9,8 @@ Steps, per batch: parse the tags out of each input (`data.markup.parse_markup`; 
 whose tags do not nest is translated as text and warned about), split the text, and the
 values of the tags' translatable attributes (`alt`, `title`, ...: `data.attributes`) as
 further inputs, into sentences (`data.segmenter`), translate them
-(`Translator.translate_tensors`), align each sentence with its translation
+(`Translator.translate_tensors`; a sentence that recurs in the batch, once), align each
+sentence with its translation
 (`decoding.alignments`), put back every protected span the model did not copy
 (`data.protected_spans.restore_spans`), align again (the spans moved words), join the
 sentences, write the attributes' translations into their tags, and put the tags back around
@@ -65,15 +66,19 @@ def translate_markup(translator, texts, starts, protect: bool = True, **choice) 
     else:
         segmentation, sentences = None, inputs
         counts = tf.ones_like(inputs, tf.int64)
-    out = translator.translate_tensors(sentences)  # (n,)
+    distinct, repeated = tf.unique(sentences)  # a sentence that recurs: translated once
+    out = translator.translate_tensors(distinct)  # (distinct,)
     translations = out["translations"]
-    links = align_tensors(model, tokenizer, sentences, translations, starts, **choice)
+    links = align_tensors(model, tokenizer, distinct, translations, starts, **choice)
     if protect:
-        translations = restore_spans(sentences, translations, links["source_index"])
-        links = align_tensors(model, tokenizer, sentences, translations, starts, **choice)
-    whole = input_links(links["source_index"], sentences, translations, counts)[:batch]
+        translations = restore_spans(distinct, translations, links["source_index"])
+        links = align_tensors(model, tokenizer, distinct, translations, starts, **choice)
+    translations = tf.gather(translations, repeated)  # -> (n,)
+    source_index = tf.gather(links["source_index"], repeated)  # -> (n, TW)
+    whole = input_links(source_index, sentences, translations, counts)[:batch]
     joined = translations if segmentation is None else segmentation.join(translations)
-    scores = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(out["scores"], counts), axis=1)
+    scores = tf.gather(out["scores"], repeated)  # -> (n,)
+    scores = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(scores, counts), axis=1)
     tags = parsed.tags.with_flat_values(put_values(found, joined[batch:]))
     return {
         "translations": insert_tags(parsed._replace(tags=tags), joined[:batch], whole),

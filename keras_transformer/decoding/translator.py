@@ -189,15 +189,15 @@ class Translator(tf.Module):
         lengths = self.tokenizer.tokenize(texts).row_lengths() + 1  # with EOS
         self._warned = warn_if_truncated(lengths, self.config.max_length)
 
-    def _translate_whole(self, text, run, k: int) -> tuple[tf.Tensor, tf.Tensor]:
+    def _translate_whole(self, text, run, k: int, unique: bool = True) -> tuple:
         """`decoding.documents.translate_documents` with this translator's parts; `run`
-        returns `k` translations per source."""
+        returns `k` translations per source (`unique`: a deterministic search)."""
         if self._ranks is None:
             self._ranks = cut_ranks(self.tokenizer.model_proto)
         self._warn_if_truncating(text)
         return translate_documents(
             text, self.tokenizer.tokenize, run, self.documents, self.config.max_length,
-            self._ranks, self.config.eos_id, k,
+            self._ranks, self.config.eos_id, k, unique,
         )  # fmt: skip
 
     def translate_tensors(self, text) -> dict:
@@ -285,7 +285,7 @@ class Translator(tf.Module):
             )  # fmt: skip  # under XLA: width and batch buckets, as beam search
             return self.tokenizer.detokenize(ids)[:, None], scores[:, None]  # -> (b, 1)
 
-        texts, scores = self._translate_whole(text, run, 1)
+        texts, scores = self._translate_whole(text, run, 1, unique=False)
         return {"translations": texts[:, 0], "scores": scores[:, 0]}
 
     def __call__(

@@ -77,10 +77,10 @@ def width_shapes(longest: int, cut: bool, multiple: int = XLA_WIDTH_MULTIPLE) ->
     return shapes
 
 
-def one_piece_word(tokenizer, candidates: int = 200) -> str | None:
-    """A word that `tokenizer` (`SubwordTokenizer`) keeps as one piece, also when repeated:
-    the first whole-word alphabetic piece of the vocabulary that does; None if none of the
-    first `candidates` such pieces does."""
+def one_piece_words(tokenizer, count: int = 1, candidates: int = 200) -> list[str]:
+    """Up to `count` words that `tokenizer` (`SubwordTokenizer`) keeps as one piece, also when
+    repeated: the first whole-word alphabetic pieces of the vocabulary that do, among the
+    first `candidates` such pieces ([] if none)."""
     pieces = tokenizer.sentencepiece.id_to_string(tf.range(tokenizer.vocab_size)).numpy()
     words = []
     for piece in pieces:
@@ -89,34 +89,46 @@ def one_piece_word(tokenizer, candidates: int = 200) -> str | None:
             words.append(text[1:])
         if len(words) == candidates:
             break
+    found = []
     for word in words:
         three = tokenizer.tokenize(tf.constant([word, " ".join([word] * 3)])).row_lengths()
         if three.numpy().tolist() == [1, 3]:
-            return word
-    return None
+            found.append(word)
+            if len(found) == count:
+                break
+    return found
+
+
+def one_piece_word(tokenizer, candidates: int = 200) -> str | None:
+    """The first of `one_piece_words`, or None."""
+    words = one_piece_words(tokenizer, 1, candidates)
+    return words[0] if words else None
 
 
 def width_requests(
     tokenizer, longest: int, cut: bool = False, multiple: int = XLA_WIDTH_MULTIPLE
 ) -> list[list[str]]:
-    """The texts of one request for each bucket of `width_shapes`: `rows` copies of a
-    sentence that fills `width` (`min(width - 1, longest)` pieces plus EOS), so the search
-    receives exactly that bucket. Each sentence is a word of one piece (`one_piece_word`)
-    repeated, no punctuation, so no segmenter splits it; its piece count is checked with
-    `tokenizer`. [] for a vocabulary without such a word."""
-    word = one_piece_word(tokenizer)
-    if word is None:
-        return []
+    """The texts of one request for each bucket of `width_shapes`: `rows` sentences that fill
+    `width` (`min(width - 1, longest)` pieces plus EOS), so the search receives exactly that
+    bucket. Each sentence is a word of one piece (`one_piece_words`) repeated, no
+    punctuation, so no segmenter splits it, and a different word for each row (a request's
+    repeated sentences are searched once); piece counts are checked with `tokenizer`. [] for
+    a vocabulary without such a word; a bucket needs as many words as it has rows."""
     shapes = width_shapes(longest, cut, multiple)
+    words = one_piece_words(tokenizer, max((rows for rows, _ in shapes), default=1))
+    if not words:
+        return []
     counts = sorted({min(width - 1, longest) for _, width in shapes})
-    texts = [" ".join([word] * count) for count in counts]
-    got = tokenizer.tokenize(tf.constant(texts)).row_lengths().numpy().tolist()
-    sentence = {count: text for text, count, pieces in zip(texts, counts, got) if pieces == count}
+    texts = {(word, count): " ".join([word] * count) for word in words for count in counts}
+    keys = list(texts)
+    got = tokenizer.tokenize(tf.constant([texts[k] for k in keys])).row_lengths().numpy()
+    fits = {key for key, pieces in zip(keys, got.tolist()) if pieces == key[1]}
     requests = []
     for rows, width in shapes:
         count = min(width - 1, longest)
-        if count in sentence:
-            requests.append([sentence[count]] * rows)
+        row_words = [word for word in words if (word, count) in fits][:rows]
+        if len(row_words) == rows:
+            requests.append([texts[(word, count)] for word in row_words])
     return requests
 
 
