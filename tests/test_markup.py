@@ -42,7 +42,7 @@ PARSE_CASES = (
         ["<p>", '<span class="emph">', "<b>", "</b>", "</span>", "</p>"],
         [0, 1, 3, None, None, None], [3, 3, 3, None, None, None],
     ),
-    ("self-closing", 'Press <x id="1"/> then <br/>', "Press  then ", ['<x id="1"/>', "<br/>"],
+    ("self-closing", 'Press <x id="1"/> then <br/>', "Press  then", ['<x id="1"/>', " <br/>"],
      [1, 2], [0, 1]),
     ("entities", "a &lt; b &amp; <b>c</b>", "a < b & c", ["<b>", "</b>"], [4, None], [4, None]),
     ("stray less-than", "a < b and c > d", "a < b and c > d", [], [], []),
@@ -55,7 +55,7 @@ PARSE_CASES = (
      [1, 2, 2, None, 3], [0, 1, 2, None, 2]),
     ("comment", "Open <!-- a <b> note -->the <b>file</b>.", "Open the file.",
      ["<!-- a <b> note -->", "<b>", "</b>"], [1, 2, None], [0, 2, None]),
-    ("blocks", "end.<p>Next one</p><hr>", "end. Next one ", ["<p>", "</p>", "<hr>"],
+    ("blocks", "end.<p>Next one</p><hr>", "end. Next one", ["<p>", "</p>", "<hr>"],
      [1, None, 3], [2, None, 2]),
     ("references", "5&nbsp;&euro; &#8211; caf&#xE9; <b>x</b>", "5\u00a0\u20ac \u2013 caf\u00e9 x",
      ["<b>", "</b>"], [3, None], [3, None]),
@@ -96,6 +96,14 @@ INSERT_CASES = (
     ("Open <!-- keep me -->the file.<br>Now", "Öffnen Sie die Datei. Jetzt", [0, 0, 1, 2, 3],
      "Öffnen Sie <!-- keep me -->die Datei. <br>Jetzt"),
     ("Caf&eacute; &amp; <b>Tee</b>", "Café & Tee", [0, 1, 2], "Café &amp; <b>Tee</b>"),
+    # whitespace between a tag and the text's first or last word stays on its side of the tag
+    ('<img src="a.png"> The cat sleeps.', "Die Katze schläft.", [0, 1, 2],
+     '<img src="a.png"> Die Katze schläft.'),
+    ("<p>\n  Open it.\n</p>", "Öffne es.", [0, 1], "<p>\n  Öffne es.\n</p>"),
+    ('Open it. <img src="b.png">', "Öffne es.", [0, 1], 'Öffne es. <img src="b.png">'),
+    ('Open it. <span id="x"></span>', "Öffne es.", [0, 1], 'Öffne es. <span id="x"></span>'),
+    # the space a line break stands for between words is the model's, not the page's
+    ("<p>Next one</p><hr>", "Nächste eins", [0, 1], "<p>Nächste eins</p><hr>"),
 )  # fmt: skip
 
 

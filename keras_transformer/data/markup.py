@@ -19,7 +19,8 @@ comments (and the other `<!...>`, `<?...>`), scripts, styles, and elements marke
 `translate="yes"` inside one is hidden too). Each is then one tag that encloses nothing,
 separated from the words beside it by a space where the input had one (`ParsedMarkup.spaced`).
 A page's layout (whitespace between tags that holds a line break, or that has no word on one
-side) travels with the tag before it (`_layout`), so line breaks and indentation come back.
+side, and whitespace between a tag and the text's first or last word) travels with the tag
+beside it (`_layout`), so line breaks and indentation come back on their side of each tag.
 Character references (`&lt;`, `&nbsp;`, `&#8211;`, `&#xE9;`: `data.entities`) are decoded
 for the model, and the output's text is escaped again (`& < >`; the other characters come
 back as themselves, which HTML reads the same). Words are
@@ -56,6 +57,7 @@ from keras_transformer.data.entities import REFERENCE, decode_entities, escape_t
 MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
 GAP = "\x1f"  # marks whitespace runs while output words are split (as the segmenter's)
 HIDDEN = "\x1d"  # in the placeholder of a hidden element (never text: removed from inputs)
+SPLIT = "\x1c"  # the space a line break between two words stands for (removed from inputs)
 NAME = r"[A-Za-z_][\w:.-]*"
 ATTRIBUTE = r"\s+[^\s=<>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))?"
 # Comments, CDATA sections, `<!DOCTYPE html>` and `<?xml ...?>` are tags that enclose
@@ -312,50 +314,76 @@ def _unhide(tags, hidden, spaced) -> tuple[tf.Tensor, tf.Tensor]:
             in_order(placeholder, spaced, 0))  # fmt: skip
 
 
-def _layout(parts, position, ok) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor]:
+def _layout(parts, position, ok) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """A page's layout: whitespace that stands between two tags, or between a tag and the
     input's start or end, and holds a line break or has no word on one side, goes with the
-    tag before it (at the start: the tag after it), where `ok` `(batch,)`; `parts` and
-    `position` as `tag_parts` gives them. -> `(texts, before, after)`: the texts with that
-    whitespace made one space between words (else nothing), and string `(all_tags,)` the
-    whitespace to write before and after each tag (the texts as parts, `parts`' shape)."""
+    tag before it (at the start: the tag after it), and so does the whitespace between a tag
+    and the text's first word (its last word: with the tag after it; `SPLIT`s there are
+    dropped), where `ok` `(batch,)`; `parts` and `position` as `tag_parts` gives them. ->
+    `(texts, before, after, trim)`: the texts (as parts) with the moved runs made one space
+    between words (else nothing), string `(all_tags,)` the whitespace to write before and
+    after each tag, and bool `(batch,)` x 2 whether the text's leading and trailing
+    whitespace moved (the model's text drops it; the parts keep it, for the words' places)."""
     flat, rows = parts.flat_values, parts.value_rowids()
     is_text = tf.equal(position % 2, 0)
-    words = tf.cast(is_text & tf.strings.regex_full_match(flat, r"(?s).*\S.*"), tf.int64)
+    words = is_text & tf.strings.regex_full_match(flat, f"(?s).*[^\\s{SPLIT}].*")
+    words = tf.cast(words, tf.int64)
     seen = tf.cumsum(words, exclusive=True)
     before = seen - tf.gather(tf.gather(seen, parts.row_starts()), rows)  # in its own row
     total = tf.math.segment_sum(words, rows)
     between = (before > 0) & (tf.gather(total, rows) - before - words > 0)
-    blank = is_text & tf.strings.regex_full_match(flat, r"[ \t\r\n\f\v]+")
+    blank = is_text & tf.strings.regex_full_match(flat, f"[ \\t\\r\\n\\f\\v{SPLIT}]+")
     moves = blank & (tf.strings.regex_full_match(flat, r"(?s).*[\r\n].*") | ~between)
     moves &= tf.gather(ok & (parts.row_lengths() > 1), rows)
     # Of the moved runs between two words, the last one leaves the one space that parts them.
     gap = tf.where(moves & between, seen, -1)  # the words before it, across the batch
     last = tf.math.unsorted_segment_max(position, tf.maximum(gap, 0), tf.size(flat, tf.int64) + 1)
     space = (gap >= 0) & tf.equal(position, tf.gather(last, tf.maximum(gap, 0)))
-    padded = tf.concat([[""], tf.where(moves, flat, ""), [""]], 0)  # padded[i + 1] is part i
+    # The text's own edges: the whitespace before its first word, where a tag stands before
+    # it, goes with that tag; the whitespace after its last word with the tag after it.
+    inner = tf.gather(ok, rows) & is_text & (words > 0)
+    head = inner & tf.equal(before, 0) & (position > 0)
+    tail = inner & tf.equal(tf.gather(total, rows) - before - words, 0)
+    tail &= position < tf.gather(parts.row_lengths(), rows) - 1
+    size = tf.strings.length(flat)
+    space_run = f"[\\s{SPLIT}]+"
+    start = size - tf.strings.length(tf.strings.regex_replace(flat, f"^{space_run}", ""))
+    start = tf.where(head, start, 0)
+    end = tf.where(
+        tail, tf.strings.length(tf.strings.regex_replace(flat, f"{space_run}$", "")), size
+    )
+    heads = tf.strings.substr(flat, tf.zeros_like(start), start)  # (all_parts,)
+    tails = tf.strings.substr(flat, end, size - end)
+    given = tf.strings.join([tf.where(moves, flat, ""), heads])  # to the tag before the part
+    given, tails = (tf.strings.regex_replace(x, SPLIT, "") for x in (given, tails))
+    padded = tf.concat([[""], given, [""]], 0)  # padded[i + 1] is part i
     suffix = tf.boolean_mask(padded[2:], ~is_text)  # the part after each tag
-    prefix = tf.boolean_mask(tf.where(tf.equal(position, 0), padded[1:-1], "")[:-1], ~is_text[1:])
+    first = tf.strings.join([tf.where(tf.equal(position, 0) & moves, given, ""), tails])
+    prefix = tf.boolean_mask(first[:-1], ~is_text[1:])  # the part before each tag
     flat = tf.where(moves, tf.where(space, " ", ""), flat)
-    return parts.with_flat_values(flat), prefix, suffix
+    flat = tf.strings.regex_replace(flat, SPLIT, " ")
+    trim = tf.stack([tf.math.unsorted_segment_max(tf.cast(x, tf.int32), rows, parts.nrows()) > 0
+                     for x in (head, tail)], 1)  # fmt: skip
+    return parts.with_flat_values(flat), prefix, suffix, trim
 
 
 def parse_markup(texts) -> ParsedMarkup:
     """string `(batch,)` -> `ParsedMarkup` (see the module docstring). TF ops only."""
     texts = tf.convert_to_tensor(texts, tf.string)
-    texts = tf.strings.regex_replace(texts, f"[{MARK}{GAP}{HIDDEN}]", " ")
+    texts = tf.strings.regex_replace(texts, f"[{MARK}{GAP}{HIDDEN}{SPLIT}]", " ")
     hint = tf.strings.regex_full_match(texts, r"(?is).*(?:<!|<\?|<script|<style|translate).*")
     texts, hidden, spaced = tf.cond(
         tf.reduce_any(hint), lambda: hide_elements(texts),
         lambda: (texts, tf.constant([""]), tf.constant([0])),
     )  # fmt: skip
-    # A space before a break glued to words on both sides: "here<br>to" -> "here <br>to".
-    texts = tf.strings.regex_replace(texts, f"(\\S)({BREAK_TAG})(\\S)", r"\1 \2\3")
+    # A space before a break glued to words on both sides: "here<br>to" -> "here <br>to" (as
+    # SPLIT: the model reads a space, the output writes none where no word follows).
+    texts = tf.strings.regex_replace(texts, f"(\\S)({BREAK_TAG})(\\S)", f"\\1{SPLIT}\\2\\3")
     parts, position = tag_parts(texts)  # (batch, 2 N + 1): text, tag, text, ..., text
     tags = _tags_of(parts, position)  # (batch, N)
     found = _structure(tags)
     ok = found.few & found.nests
-    laid_parts, before, after_tag = _layout(parts, position, ok)
+    laid_parts, before, after_tag, trim = _layout(parts, position, ok)
     laid = tf.strings.reduce_join(laid_parts, axis=1)
     ended, begun = tag_words(laid)
     kind, partner, dense = found.kind, found.partner, found.dense
@@ -374,6 +402,9 @@ def parse_markup(texts) -> ParsedMarkup:
     entity = f"(?s).*(?:{REFERENCE}).*"
     markup = ok & ((found.count > 0) | tf.strings.regex_full_match(texts, entity))
     stripped = tf.strings.regex_replace(laid, TAG, "")
+    stripped = tf.where(trim[:, 0], tf.strings.regex_replace(stripped, r"^\s+", ""), stripped)
+    stripped = tf.where(trim[:, 1], tf.strings.regex_replace(stripped, r"\s+$", ""), stripped)
+    texts = tf.strings.regex_replace(texts, SPLIT, " ")
     text = tf.where(markup, decode_entities(stripped), tf.where(found.few, texts, stripped))
     tag_texts, tag_spaced = _unhide(tags.flat_values, hidden, spaced)
     tag_texts = tf.strings.join([before, tag_texts, after_tag])
@@ -424,8 +455,14 @@ def insert_tags(parsed: ParsedMarkup, translations, links) -> tf.Tensor:
     # An element not to translate keeps the whitespace between it and the word it touches.
     spaced = parsed.spaced.to_tensor(0)
     tags = parsed.tags.to_tensor("")
-    tags = tf.where(~after_previous & (spaced >= 2), tf.strings.join([tags, " "]), tags)
-    tags = tf.where(after_previous & (spaced % 2 == 1), tf.strings.join([" ", tags]), tags)
+    ends = (
+        tf.strings.regex_full_match(tags, r"(?s).*\s"),
+        tf.strings.regex_full_match(tags, r"(?s)\s.*"),
+    )
+    tags = tf.where(~after_previous & (spaced >= 2) & ~ends[0], tf.strings.join([tags, " "]), tags)
+    tags = tf.where(
+        after_previous & (spaced % 2 == 1) & ~ends[1], tf.strings.join([" ", tags]), tags
+    )
     emitted, core, rest = edge_pieces(parsed, parts, is_word, valid, tags, word, side, segment)
     attached = tf.strings.unsorted_segment_join(emitted, segment, total)
     attached = tf.reshape(attached, [-1, max_words, 2])  # (batch, words + 1, before/after)
