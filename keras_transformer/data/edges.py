@@ -34,8 +34,9 @@ def _chars(texts) -> tf.Tensor:
 
 def edge_counts(parts, position, stops) -> tuple[tf.Tensor, tf.Tensor]:
     """Texts cut by `markup.tag_parts` (ragged `(batch, 2 N + 1)` with `position`), and bool
-    `(all_tags,)` the tags that end a count -> int32 `(all_tags,)` twice: the punctuation
-    characters the text after each tag begins with, and those the text before it ends with."""
+    `(all_parts,)` the tags that end a count (False at texts) -> int32 `(all_tags,)` twice:
+    the punctuation characters the text after each tag begins with, and those the text
+    before it ends with."""
     flat = parts.flat_values
     is_text = tf.equal(position % 2, 0)
     text = tf.where(is_text, flat, "")
@@ -45,7 +46,7 @@ def edge_counts(parts, position, stops) -> tuple[tf.Tensor, tf.Tensor]:
     lead = size - _chars(tf.strings.regex_replace(text, f"^{PUNCTUATION}+", ""))
     trail = size - _chars(tf.strings.regex_replace(text, f"{PUNCTUATION}+$", ""))
     through = tf.strings.regex_full_match(text, f"{PUNCTUATION}*")  # a count goes on past it
-    ends = (is_text & ~through) | _tag_mask(is_text, stops)
+    ends = (is_text & ~through) | stops
     # Every input's first and last part (texts) end a count, so none crosses inputs.
     last = tf.gather(parts.row_lengths(), parts.value_rowids()) - 1
     ends |= tf.equal(position, 0) | tf.equal(position, last)
@@ -60,12 +61,6 @@ def edge_counts(parts, position, stops) -> tuple[tf.Tensor, tf.Tensor]:
     stop = tf.gather(at, tf.searchsorted(at, before, side="right") - 1)  # last end at or before
     ends_with = tf.gather(length, before + 1) - tf.gather(length, stop + 1)
     return begins, ends_with + tf.gather(trail, stop)
-
-
-def _tag_mask(is_text, values) -> tf.Tensor:
-    """bool `(all_tags,)` -> `(all_parts,)`: each tag's value at its part, False at texts."""
-    index = tf.maximum(tf.cumsum(tf.cast(~is_text, tf.int32)) - 1, 0)
-    return ~is_text & tf.gather(tf.concat([values, [False]], 0), index)
 
 
 def split_words(words) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:

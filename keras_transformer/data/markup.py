@@ -52,7 +52,7 @@ import tensorflow as tf
 
 from keras_transformer.data.covers import covers, place_tags
 from keras_transformer.data.edges import edge_counts, edge_pieces
-from keras_transformer.data.entities import REFERENCE, decode_entities, escape_text
+from keras_transformer.data.entities import REFERENCE, decode_entities
 
 MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
 GAP = "\x1f"  # marks whitespace runs while output words are split (as the segmenter's)
@@ -380,6 +380,7 @@ def parse_markup(texts) -> ParsedMarkup:
     # SPLIT: the model reads a space, the output writes none where no word follows).
     texts = tf.strings.regex_replace(texts, f"(\\S)({BREAK_TAG})(\\S)", f"\\1{SPLIT}\\2\\3")
     parts, position = tag_parts(texts)  # (batch, 2 N + 1): text, tag, text, ..., text
+    is_tag = tf.equal(position % 2, 1)  # (all_parts,)
     tags = _tags_of(parts, position)  # (batch, N)
     found = _structure(tags)
     ok = found.few & found.nests
@@ -410,7 +411,7 @@ def parse_markup(texts) -> ParsedMarkup:
     tag_texts = tf.strings.join([before, tag_texts, after_tag])
     tag_kind = found.flat_kind
     stops = tf.equal(tag_kind, 2) | tf.strings.regex_full_match(tags.flat_values, BREAK_TAG)
-    begins, ends = edge_counts(laid_parts, position, stops)
+    begins, ends = edge_counts(laid_parts, position, in_order(is_tag, stops, False))
     edge = tf.where(stops, -1, tf.where(tf.equal(tag_kind, 0), begins, ends))
     return ParsedMarkup(
         text=text, tags=ragged(dense(tag_texts, "")), kind=ragged(kind), first=ragged(first),
@@ -468,8 +469,7 @@ def insert_tags(parsed: ParsedMarkup, translations, links) -> tf.Tensor:
     attached = tf.reshape(attached, [-1, max_words, 2])  # (batch, words + 1, before/after)
     attached = tf.strings.join([attached, rest])  # the run's characters after its last tag
     word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1) - 1  # (batch, parts)
-    text = tf.where(tf.gather(parsed.markup, parts.value_rowids()), escape_text(parts.flat_values),
-                    parts.flat_values)  # fmt: skip
+    text = parts.flat_values  # of the parts not words: whitespace, nothing to escape
     index = tf.stack(
         [tf.cast(parts.value_rowids(), tf.int32), tf.maximum(word_index.flat_values, 0)], 1
     )
