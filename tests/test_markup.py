@@ -59,6 +59,9 @@ PARSE_CASES = (
      [1, None, 3], [2, None, 2]),
     ("references", "5&nbsp;&euro; &#8211; caf&#xE9; <b>x</b>", "5\u00a0\u20ac \u2013 caf\u00e9 x",
      ["<b>", "</b>"], [3, None], [3, None]),
+    # an element with no text inside encloses nothing, glued to a word or not
+    ("empty element", 'Open it.<a id="e"></a> Now <b> </b>', "Open it. Now",
+     ['<a id="e">', "</a>", " <b> ", "</b>"], [2, None, 3, None], [1, None, 2, None]),
 )  # fmt: skip
 
 
@@ -102,6 +105,8 @@ INSERT_CASES = (
     ("<p>\n  Open it.\n</p>", "Öffne es.", [0, 1], "<p>\n  Öffne es.\n</p>"),
     ('Open it. <img src="b.png">', "Öffne es.", [0, 1], 'Öffne es. <img src="b.png">'),
     ('Open it. <span id="x"></span>', "Öffne es.", [0, 1], 'Öffne es. <span id="x"></span>'),
+    ('Open it.<a id="e"></a>', "Öffne es.", [0, 1], 'Öffne es.<a id="e"></a>'),
+    ('Open<a id="e"></a> it.', "Öffne es.", [0, 1], 'Öffne <a id="e"></a>es.'),
     # the space a line break stands for between words is the model's, not the page's
     ("<p>Next one</p><hr>", "Nächste eins", [0, 1], "<p>Nächste eins</p><hr>"),
 )  # fmt: skip

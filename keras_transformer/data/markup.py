@@ -36,12 +36,12 @@ Placing. Each element covers the output words aligned to its source words (`link
 source word of each output word), from the first to the last. The covers are then made to
 nest as the source does, in document order: an element is clipped into its parent's cover
 and starts after its previous sibling's (so siblings keep their order). An element left with
-no words (or one that had none: `<br/>`, `<x id="1"/>`, `<b></b>`) is placed after the output
-word aligned to the nearest source word before it. The tags are then written in document
-order at their places, so the output is well-formed, with the same tags, attributes and
-nesting as the source; whole words inherit a tag, less the punctuation at their edges that
-the element's source text did not hold there (`data.edges`: "Open <a>file</a>." ->
-"Öffnen Sie die <a>Datei</a>.").
+no words (or one that had none: `<br/>`, `<x id="1"/>`, `<b></b>`, `it.<a id="e"></a>`: no
+text inside, glued to a word or not) is placed after the output word aligned to the nearest
+source word before it. The tags are then written in document order at their places, so the
+output is well-formed, with the same tags, attributes and nesting as the source; whole words
+inherit a tag, less the punctuation at their edges that the element's source text did not
+hold there (`data.edges`: "Open <a>file</a>." -> "Öffnen Sie die <a>Datei</a>.").
 """
 
 from __future__ import annotations
@@ -367,6 +367,24 @@ def _layout(parts, position, ok) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor,
     return parts.with_flat_values(flat), prefix, suffix, trim
 
 
+def _empty(parts, position, found: _Structure) -> tf.Tensor:
+    """bool `(all_tags,)`: the tags of an element with no text but whitespace between its
+    opening and closing tag (the characters of text parts before each, counted across the
+    batch, are equal); False in inputs with more than `MAX_TAGS` tags."""
+    flat = parts.flat_values
+    is_text = tf.equal(position % 2, 0)
+    chars = tf.strings.length(tf.strings.regex_replace(flat, f"[\\s{SPLIT}]+", ""), "UTF8_CHAR")
+    seen = tf.cumsum(tf.where(is_text, chars, 0), exclusive=True)  # (all_parts,)
+    before = found.dense(tf.boolean_mask(seen, ~is_text), -1)  # (batch, T)
+    paired = tf.equal(before, tf.gather(before, tf.maximum(found.partner, 0), batch_dims=1))
+    empty = paired & (found.partner >= 0)  # (batch, T), both tags of the element
+    rows = found.tags.value_rowids()
+    column = tf.ragged.range(found.tags.row_lengths()).flat_values
+    inside = tf.gather(found.few, rows)
+    index = tf.stack([rows, tf.where(inside, column, 0)], 1)
+    return inside & tf.gather_nd(tf.pad(empty, [[0, 0], [0, 1]]), index)
+
+
 def parse_markup(texts) -> ParsedMarkup:
     """string `(batch,)` -> `ParsedMarkup` (see the module docstring). TF ops only."""
     texts = tf.convert_to_tensor(texts, tf.string)
@@ -391,10 +409,14 @@ def parse_markup(texts) -> ParsedMarkup:
     after = dense(begun.flat_values, 0) - 1  # the last word begun before a closing tag
     # An opening tag stands before the word it touches or the next one ("Ze<b>ll</b>en"); one
     # that encloses nothing right after a word ("Line<br/>", "end<hr>") stands after it.
-    first = tf.where(tf.equal(kind, 2), after + 1, dense(ended.flat_values, 0))  # (batch, T)
+    # An element with no text inside ("it.<a id='e'></a>") encloses nothing, as "<br/>" does.
+    empty = _empty(laid_parts, position, found)  # (all_tags,)
+    alone = tf.equal(kind, 2) | (tf.equal(kind, 0) & dense(empty, False))
+    first = tf.where(alone, after + 1, dense(ended.flat_values, 0))  # (batch, T)
     last = tf.where(
-        tf.equal(kind, 0), tf.gather(after, tf.maximum(partner, 0), batch_dims=1), first - 1
-    )
+        tf.equal(kind, 0) & ~alone, tf.gather(after, tf.maximum(partner, 0), batch_dims=1),
+        first - 1,
+    )  # fmt: skip
     lengths = tf.where(ok, tf.minimum(found.count, MAX_TAGS), 0)
 
     def ragged(values):
@@ -410,7 +432,7 @@ def parse_markup(texts) -> ParsedMarkup:
     tag_texts, tag_spaced = _unhide(tags.flat_values, hidden, spaced)
     tag_texts = tf.strings.join([before, tag_texts, after_tag])
     tag_kind = found.flat_kind
-    stops = tf.equal(tag_kind, 2) | tf.strings.regex_full_match(tags.flat_values, BREAK_TAG)
+    stops = tf.equal(tag_kind, 2) | empty | tf.strings.regex_full_match(tags.flat_values, BREAK_TAG)
     begins, ends = edge_counts(laid_parts, position, in_order(is_tag, stops, False))
     edge = tf.where(stops, -1, tf.where(tf.equal(tag_kind, 0), begins, ends))
     return ParsedMarkup(
