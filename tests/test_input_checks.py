@@ -270,3 +270,27 @@ def test_command_line_files_read_as_python_text_mode_reads_them(tmp_path):
             continue
         assert read_lines(str(path)) == want
         assert read_text(str(path)) == data.decode("utf-8")
+
+
+@pytest.mark.parametrize("bad", [-1, -4000, 100])
+def test_source_ids_outside_the_vocabulary_are_refused_naming_the_id(bad):
+    import keras
+
+    from keras_transformer import SearchOptions, Transformer, TransformerConfig
+    from keras_transformer.decoding import translate_ids
+
+    keras.utils.set_random_seed(0)
+    model = Transformer(TransformerConfig.tiny(vocab_size=100))
+    options = SearchOptions(beam_size=2, max_extra_length=2)
+    good = tf.constant([[5, 6, 2], [7, 2, 0]])
+    expected = translate_ids(model, good, options)
+    source = tf.tensor_scatter_nd_update(good, [[1, 0]], [bad])  # wrapped, before the check
+    with pytest.raises(ValueError, match=rf"in \[0, vocab_size=100\)\. Received: an id {bad}$"):
+        translate_ids(model, source, options)
+    with pytest.raises(ValueError, match=f"an id {bad}$"):
+        translate_ids(model, tf.ragged.constant([[5, 6, 2], [bad, 2]]), options)
+    graph = tf.function(lambda ids: translate_ids(model, ids, options))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"Received: an id.*{bad}"):
+        graph(source)
+    for got, want in zip(graph(good), expected):  # in range: unchanged
+        assert got.numpy().tolist() == want.numpy().tolist()

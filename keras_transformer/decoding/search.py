@@ -13,6 +13,10 @@ one warning, logger "keras_transformer"). An empty source is just [EOS]. Output 
 generated tokens with EOS: each source may produce at most `min(source length +
 max_extra_length, max_length)` tokens (the decoder's positions stop at the model's
 `max_length`); one that reaches it without EOS is finished there.
+
+Ids. `translate_ids` refuses an id outside `[0, vocab_size)` with an error that names it
+(`check_source_ids`: an embedding lookup would wrap a negative id around); `search_ids` and
+`sample_ids`, the numeric cores a `Translator` runs (under XLA too), take ids its tokenizer made.
 """
 
 from __future__ import annotations
@@ -210,6 +214,24 @@ def warn_if_truncated(lengths, max_length: int) -> bool:
     return bool(count)
 
 
+def check_source_ids(source_ids, vocab_size: int):
+    """An id outside `[0, vocab_size)` would read a wrong embedding row (a negative one wraps
+    around, and on a GPU a large one reads zeros): eagerly a ValueError that names the first
+    such id; in a graph, the assertion to run first (InvalidArgumentError, the same message;
+    XLA drops assertions). Dense or ragged ids."""
+    if isinstance(source_ids, tf.RaggedTensor):
+        source_ids = source_ids.flat_values
+    flat = tf.reshape(tf.cast(source_ids, tf.int64), [-1])
+    bad = (flat < 0) | (flat >= vocab_size)
+    first = tf.concat([tf.boolean_mask(flat, bad), [0]], 0)[0]
+    message = f"source_ids must be in [0, vocab_size={vocab_size}). Received: an id "
+    if tf.executing_eagerly():
+        if bool(tf.reduce_any(bad)):
+            raise ValueError(f"{message}{int(first)}")
+        return tf.no_op()
+    return tf.debugging.Assert(~tf.reduce_any(bad), [message, first])
+
+
 def translate_ids(
     model: Transformer, source_ids, search: SearchOptions | None = None
 ) -> tuple[tf.Tensor, tf.Tensor]:
@@ -231,6 +253,13 @@ def translate_ids(
     """
     config = check_model(model).config
     search = search or SearchOptions()
+    with tf.control_dependencies([check_source_ids(source_ids, config.vocab_size)]):
+        ids, scores = _translate_ids(model, source_ids, search)
+    return ids, scores
+
+
+def _translate_ids(model: Transformer, source_ids, search: SearchOptions):
+    config = model.config
     if tf.executing_eagerly():
         dense = source_ids
         if isinstance(dense, tf.RaggedTensor):
