@@ -1,6 +1,8 @@
 """Protected spans (`data/protected_spans.py`): a case per pattern of the table, and the
 placement of missing spans by hand-written alignments against the expected sentences."""
 
+import re
+
 import pytest
 import tensorflow as tf
 
@@ -68,3 +70,68 @@ def test_many_placeholders_in_bounded_time():
     assert int(tf.reduce_sum(tf.cast(spans != "", tf.int32))) == 10_000
     out = ps.restore_spans([text], [""], tf.zeros([1, 0], tf.int32))
     assert out.numpy()[0].decode().split() == text.split()
+
+
+SPM_TEXTS = [
+    "Open the file and press OK to save 3 cells.",
+    "Öffnen Sie die Datei und drücken Sie OK, um 3 Zellen zu speichern.",
+    "Café, naïve façade: 12% größer (Straße) - 5 € [x] {y}",
+] * 20
+POOL = list("abcXYZ019.,;!?()-_'\"éüßöï½©€👍🙂✅ЖиΩωאąñ\u0301") + ["ﬁ", "Ａ", "Ｏ", "²", "東", "京"]
+
+
+def _spm(tmp_path, **options):
+    import io
+
+    import sentencepiece
+
+    proto = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(SPM_TEXTS), model_writer=proto, vocab_size=400,
+        character_coverage=1.0, hard_vocab_limit=False, minloglevel=2, **options,
+    )  # fmt: skip
+    return proto.getvalue()
+
+
+def _unknown_reference(word, unknown):
+    """The first maximal run of letters, marks, digits and unknown characters that holds an
+    unknown one ("" if none), in Python."""
+    import unicodedata
+
+    runs = re.findall(
+        "(?:" + "|".join(re.escape(c) for c in sorted(set(word))
+                         if unicodedata.category(c)[0] in "LMN" or unknown(c)) + ")+", word
+    ) if word else []  # fmt: skip
+    return next((run for run in runs if any(unknown(c) for c in run)), "")
+
+
+def test_unknown_span_is_what_the_tokenizer_reads_as_unknown(tmp_path):
+    import random
+
+    import sentencepiece
+
+    proto = _spm(tmp_path)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+    unknown = ps.unknown_span(proto)
+    assert unknown is not None and ps.span_patterns(proto)[-1] == unknown
+    assert ps.span_patterns(None) == ps.PATTERNS
+
+    def is_unknown(char):  # the reference: SentencePiece itself, NFKC normalization and all
+        return processor.unk_id() in processor.encode(char)
+
+    assert [c for c in "aé€ﬁＯ²" if is_unknown(c)] == []  # "ﬁ" is "fi", "Ｏ" "O" after NFKC
+    assert all(is_unknown(c) for c in "👍Ж東ωא©Ａ")  # no "A" in the texts
+    rng = random.Random(0)
+    texts = [" ".join("".join(rng.choice(POOL) for _ in range(rng.randint(1, 6)))
+                      for _ in range(rng.randint(1, 5))) for _ in range(300)]  # fmt: skip
+    got = ps.protected_words(tf.constant(texts), [unknown]).to_list()
+    for text, spans in zip(texts, got):
+        expected = [_unknown_reference(word, is_unknown) for word in text.split()]
+        assert [s.decode() for s in spans] == expected, text
+    out = ps.restore_spans(["Open 👍 Иван."], ["Danke x y."], [[0, 1, 2]], ps.span_patterns(proto))
+    assert out.numpy()[0].decode() == "Danke 👍 Иван."  # "!" would be unknown here too
+
+
+def test_a_model_with_byte_fallback_writes_every_character(tmp_path):
+    proto = _spm(tmp_path, byte_fallback=True)
+    assert ps.unknown_span(proto) is None and ps.span_patterns(proto) == ps.PATTERNS

@@ -1,5 +1,7 @@
-"""Protected spans: URLs, e-mail addresses, numbers, key combinations and placeholders come
-back verbatim, in stock TensorFlow string ops (the export runs them; no py_function).
+"""Protected spans: URLs, e-mail addresses, numbers, key combinations, placeholders and words
+holding a character the vocabulary cannot write (emoji, names in another script:
+`unknown_span`, built from the SentencePiece model) come back verbatim, in stock TensorFlow
+string ops (the export runs them; no py_function).
 
     words = protected_words(tf.constant(["Press Ctrl+Shift+F5 to refresh 3 cells."]))
     # spans (1, None): [["", "Ctrl+Shift+F5", "", "", "3", ""]]  ("" where a word has none)
@@ -26,6 +28,8 @@ for a pattern without one). Patterns are RE2: no look-around.
 
 from __future__ import annotations
 
+import functools
+import unicodedata
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -55,6 +59,59 @@ PATTERNS = (
     SpanPattern("key_combination", f"(?:(?:{MODIFIERS})\\+)+(?:{KEYS})"),
     SpanPattern("number", r"\d+(?:[.,:'\x{00a0}\x{202f}]\d+)*"),
 )
+
+
+# SentencePiece's piece types (sentencepiece_model.proto): pieces that write text, and bytes.
+_TEXT_PIECES, _BYTE_PIECE = (1, 4), 6
+_WORD = r"[\p{L}\p{M}\p{N}]"
+
+
+@functools.lru_cache(maxsize=8)
+def unknown_span(model_proto: bytes) -> SpanPattern | None:
+    """The row for characters the SentencePiece model `model_proto` cannot write: none of its
+    pieces holds the character nor every character of its NFKC form (SentencePiece's
+    normalization), so it reaches the model as unknown and never comes back ("Thanks 👍",
+    a name in another script). The span is the word around it, letters, marks and digits
+    included ("Привет!" -> "Привет", "naïve" where "ï" is unknown): the whole word the
+    model cannot write. None for a model with byte fallback (it writes every character)."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(model_proto)
+    if any(piece.type == _BYTE_PIECE for piece in model.pieces):
+        return None
+    chars = {c for p in model.pieces if p.type in _TEXT_PIECES for c in p.piece} - {"\u2581"}
+    writable = [point for point in range(0x110000) if _writable(point, chars)]  # ascending
+    unknown = f"[^{_ranges(writable)}]"
+    return SpanPattern("unknown", f"{_WORD}*(?:{unknown}{_WORD}*)+")
+
+
+def _writable(point: int, chars: set) -> bool:
+    """Whether code point `point` is whitespace or written by `chars`, itself or in NFKC."""
+    if 0xD800 <= point < 0xE000:
+        return True  # surrogates: never in UTF-8 text
+    char = chr(point)
+    if char in chars or char.isspace():
+        return True
+    normal = unicodedata.normalize("NFKC", char)
+    return normal != char and all(c in chars or c.isspace() for c in normal)
+
+
+def _ranges(points: list) -> str:
+    """Ascending code points -> the inside of an RE2 character class (`\\x{41}-\\x{5a}...`)."""
+    found, start = [], None
+    for i, point in enumerate(points):
+        start = point if start is None else start
+        if i + 1 == len(points) or points[i + 1] != point + 1:
+            found.append(f"\\x{{{start:x}}}" + (f"-\\x{{{point:x}}}" if point > start else ""))
+            start = None
+    return "".join(found)
+
+
+def span_patterns(model_proto: bytes | None = None) -> tuple[SpanPattern, ...]:
+    """`PATTERNS`, and with a SentencePiece model, its `unknown_span` row last."""
+    unknown = unknown_span(model_proto) if model_proto else None
+    return PATTERNS + ((unknown,) if unknown else ())
 
 
 def span_regex(patterns=PATTERNS) -> str:

@@ -25,7 +25,7 @@ import tensorflow as tf
 from keras_transformer.data.attributes import find_values, put_values
 from keras_transformer.data.input_checks import check_size
 from keras_transformer.data.markup import insert_tags, parse_markup
-from keras_transformer.data.protected_spans import restore_spans
+from keras_transformer.data.protected_spans import restore_spans, span_patterns
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.alignments import align_tensors, moses_strings, word_offsets
 
@@ -71,7 +71,8 @@ def translate_markup(translator, texts, starts, protect: bool = True, **choice) 
     translations = out["translations"]
     links = align_tensors(model, tokenizer, distinct, translations, starts, **choice)
     if protect:
-        translations = restore_spans(distinct, translations, links["source_index"])
+        patterns = span_patterns(tokenizer.model_proto)  # and what the vocabulary cannot write
+        translations = restore_spans(distinct, translations, links["source_index"], patterns)
         links = align_tensors(model, tokenizer, distinct, translations, starts, **choice)
     translations = tf.gather(translations, repeated)  # -> (n,)
     source_index = tf.gather(links["source_index"], repeated)  # -> (n, TW)

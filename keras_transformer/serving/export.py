@@ -27,9 +27,10 @@ seven signatures that take strings:
                                             -> alignments: string (batch,)
 
 `translate_markup` takes inputs with inline XML/HTML tags and returns them translated with
-the tags around the aligned words, protected spans (URLs, numbers, placeholders, ...) verbatim,
-Moses "i-j" word alignments and a warning where markup was malformed (translated as text);
-`align` aligns given pairs (`decoding.markup_translation`, `decoding.alignments`).
+the tags around the aligned words, protected spans (URLs, numbers, placeholders, words the
+vocabulary cannot write, ...) verbatim, Moses "i-j" word alignments and a warning where
+markup was malformed (translated as text); `align` aligns given pairs
+(`decoding.markup_translation`, `decoding.alignments`).
 Exports made with `guided=True` (`--guided`) add two:
 
     translate_guided  text, prefix, constraints, avoid, glossary: string (batch,)
