@@ -17,7 +17,7 @@ import tensorflow as tf
 from keras_transformer import DocumentOptions, SearchOptions, artifacts
 from keras_transformer.data.segmenter import segment, split_sentences
 from keras_transformer.decoding import Translator
-from keras_transformer.decoding.documents import cut_lengths, cut_ranks, translate_documents
+from keras_transformer.decoding.documents import cut_lengths, piece_table, translate_documents
 from keras_transformer.decoding.scoring import score_document_tensors, score_tensors
 
 SEARCH = SearchOptions(beam_size=3, max_extra_length=6)
@@ -125,7 +125,7 @@ def test_translate_documents_assembles_like_python():
     limit = 8  # every piece a character, no word starts: fixed-width chunks
     texts = ["  Ab cd. Efgh ijkl mnop qrst.\n\nU.", "", "One.", "\t", "xy. Zz"]
     options = DocumentOptions(max_segment_pieces=limit, batch_size=2)
-    ranks = tf.zeros([400, 2], tf.int32)
+    ranks = tf.zeros([400, 3], tf.int32)
     empty, _ = translate_documents(["", " "], fake_tokenize, fake_run, options, 64, ranks, 3, 2)
     assert empty.numpy().tolist() == [[b"", b""], [b" ", b" "]]  # no search at all
     got, scores = translate_documents(texts, fake_tokenize, fake_run, options, 64, ranks, 3, 2)
@@ -133,6 +133,38 @@ def test_translate_documents_assembles_like_python():
         want, want_scores = python_reference(text, limit)
         assert [t.decode() for t in got[row].numpy()] == want, text
         np.testing.assert_allclose(scores[row].numpy(), want_scores)
+
+
+def test_sentences_with_nothing_to_read_come_back_as_they_are():
+    def tokenize(texts):  # characters past U+2000 are unknown (id 1)
+        points = tf.strings.unicode_decode(texts, "UTF-8")
+        return tf.where(points > 0x2000, 1, points + 10)
+
+    table = np.zeros([0x2000 + 10, 3], np.int32)
+    table[10:, 2] = [chr(c).isalnum() for c in range(0x2000)]  # writes a letter or digit
+    texts = ["👍", "Ab cd. 你好 世界! Ef.", "ok 👍", "👍 ! 🙂", "", "\n 👍\n", "Ab cd."]
+    options = DocumentOptions(max_segment_pieces=8, batch_size=2)
+    got, scores = translate_documents(texts, tokenize, fake_run, options, 64, table, 3, 2)
+    for row, text in enumerate(texts):
+        seg = segment(tf.constant([text]))
+        segments = [x.decode() for x in seg.segments[0].numpy()]
+        readable = [any(c.isalnum() and ord(c) <= 0x2000 for c in x)
+                    or all(ord(c) <= 0x2000 for c in x) for x in segments]  # fmt: skip
+        if all(readable):  # searched as usual; the stand-in writes no unknown piece
+            want, want_scores = python_reference(text, 8)
+            want = [re.sub("[^\x00-\u2000]", "", w) for w in want]
+            unknown = sum(ord(c) > 0x2000 for c in "".join(segments))  # scored as no piece
+            want_scores = [score + unknown for score in want_scores]
+            assert [t.decode() for t in got[row].numpy()] == want, text
+            np.testing.assert_allclose(scores[row].numpy(), want_scores)
+        else:
+            for k in range(2):  # each unreadable sentence as it is, with score 0
+                out = got[row, k].numpy().decode()
+                assert [x in out for x, ok in zip(segments, readable) if not ok], text
+            if not any(readable):
+                assert got[row].numpy().tolist() == [text.encode()] * 2, text
+                assert scores[row].numpy().tolist() == [0.0, 0.0]
+    assert got[2, 0].numpy().decode() == "OK #0"  # "ok 👍": a letter to read, searched
 
 
 @pytest.fixture
@@ -181,7 +213,7 @@ def test_long_sentence_is_cut_and_translated_whole(translator):
     long = " ".join(f"cat {i} sleeps" for i in range(400))  # ~1200 pieces, no punctuation
     limit = translator.documents.segment_limit(translator.config.max_length)
     pieces = translator.tokenizer.tokenize(tf.constant([long]))
-    lengths = cut_lengths(pieces, limit, cut_ranks(translator.tokenizer.model_proto))[0]
+    lengths = cut_lengths(pieces, limit, piece_table(translator.tokenizer.model_proto))[0]
     assert len(lengths) > 10 and max(lengths.numpy()) <= limit
     bounds = np.cumsum([0] + lengths.numpy().tolist())
     chunks = [pieces[0, a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -224,6 +256,12 @@ def test_hostile_inputs_get_answers(translator):
     out, scores = translator(hostile, return_scores=True)
     assert out[:2] == ["", "   \t "] and scores[:2] == [0.0, 0.0]  # nothing to translate
     assert out[5].endswith("\n\n\n") and len(out) == len(hostile)
+    unreadable = ["👍", "ᚠᚢᚦ ᚨ!", "The cat. 👍 👍\n"]  # unknown pieces, nothing else to read
+    out, scores = translator(unreadable, return_scores=True)
+    assert out[:2] == unreadable[:2] and scores[:2] == [0.0, 0.0]
+    assert out[2] == translator(["The cat."])[0] + " 👍 👍\n"  # the first sentence searched
+    raw = translator.translate_tensors(tf.constant([b"\xff\xfe\xf0\x9f\x91\x8d!"]))
+    assert raw["translations"].numpy()[0].decode("utf-8") == "\ufffd\ufffd👍!"  # valid UTF-8
     raw = translator.translate_tensors(tf.constant([b"\xff\xfe caf\xc3 \x80. Ok"]))
     assert raw["translations"].shape == [1]
     rng = np.random.default_rng(0)
@@ -265,7 +303,7 @@ def test_document_score_sums_aligned_sentence_pairs(translator):
 def test_repeated_sentences_are_searched_once_unless_sampling():
     texts = ["Ab cd. Ab cd. Ef.", "Ef.", "Ab cd.", "Gh ij kl mn op qr."]
     options = DocumentOptions(max_segment_pieces=8, batch_size=2)
-    ranks = tf.zeros([400, 2], tf.int32)
+    ranks = tf.zeros([400, 3], tf.int32)
     for unique, searched in ((True, 5), (False, 8)):  # distinct: "Ab cd.", "Ef.", 3 chunks
         rows = []
 

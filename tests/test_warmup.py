@@ -13,7 +13,7 @@ from keras_transformer import DocumentOptions, artifacts
 from keras_transformer.constants import EOS_ID
 from keras_transformer.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from keras_transformer.decoding.documents import (
-    cut_ranks,
+    piece_table,
     shortest_cut_part,
     translate_documents,
 )
@@ -67,7 +67,7 @@ def _shapes_sent(tokenizer, requests, documents) -> list[list[tuple]]:
         rows = tf.shape(source)[0]
         return tf.fill([rows, 1], ""), tf.zeros([rows, 1])
 
-    ranks = cut_ranks(tokenizer.model_proto)
+    ranks = piece_table(tokenizer.model_proto)
     for texts in requests:
         shapes.append([])
         translate_documents(

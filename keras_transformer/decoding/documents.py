@@ -9,6 +9,8 @@ piece boundaries near the limit: after a piece that ends a clause (, ; :) and be
 piece that starts a word where there is one, else before a word, else anywhere; every chunk
 is translated. Empty segments (an empty or whitespace-only input, the edges of one with
 leading or trailing whitespace) translate to "" with score 0, without a search. A sentence
+with nothing the model can read (unknown pieces and no letter or digit: "👍", "你好世界" for a
+vocabulary without them, `unreadable`) comes back as it is, with score 0. A sentence
 that comes more than once in a batch is searched once (not when sampling).
 
 Scores. A document's translation is its segments' translations, each the best of its own
@@ -26,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.config import DocumentOptions
+from keras_transformer.constants import UNK_ID
 from keras_transformer.data.input_checks import check_size
 from keras_transformer.data.segmenter import segment
 
@@ -33,15 +36,27 @@ CLAUSE_ENDS = (",", ";", ":", "，", "；", "：", "、")
 WORD_START = "\u2581"  # SentencePiece's "▁": the piece starts a new word
 
 
-def cut_ranks(model_proto: bytes) -> np.ndarray:
-    """int32 `(vocab, 2)`: for each piece id, [ends a clause (, ; :), starts a word]. A NumPy
-    array: each traced function makes its own constant of it."""
+def piece_table(model_proto: bytes) -> np.ndarray:
+    """int32 `(vocab, 3)`: for each piece id, [ends a clause (, ; :), starts a word, writes a
+    letter or digit]. A NumPy array: each traced function makes its own constant of it."""
     import sentencepiece as spm
 
     processor = spm.SentencePieceProcessor(model_proto=model_proto)
     pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-    table = [[int(p.endswith(CLAUSE_ENDS)), int(p.startswith(WORD_START))] for p in pieces]
+    table = [[int(p.endswith(CLAUSE_ENDS)), int(p.startswith(WORD_START)),
+              int(not processor.is_control(i) and not processor.is_unknown(i)
+                  and any(c.isalnum() for c in p))]
+             for i, p in enumerate(pieces)]  # fmt: skip
     return np.asarray(table, np.int32)
+
+
+def unreadable(pieces: tf.RaggedTensor, table) -> tf.Tensor:
+    """Ragged piece ids `(rows, None)` -> bool `(rows,)`: the row holds an unknown piece and no
+    piece that writes a letter or digit ("👍", "你好世界" for a vocabulary without them):
+    nothing the model can read, so `translate_documents` gives the sentence back as it is."""
+    unknown = tf.reduce_any(tf.equal(pieces, UNK_ID), axis=1)
+    words = tf.gather(tf.convert_to_tensor(table, tf.int32)[:, 2], pieces)  # (rows, None)
+    return unknown & ~tf.reduce_any(words > 0, axis=1)
 
 
 def cut_lengths(pieces: tf.RaggedTensor, limit: int, ranks) -> tf.RaggedTensor:
@@ -70,7 +85,7 @@ def _cut_rows(pieces: tf.RaggedTensor, lengths, limit: int, ranks) -> tf.RaggedT
     """`cut_lengths`' cutting loop over every row (`lengths` = `pieces.row_lengths()`)."""
     dense = pieces.to_tensor()  # (rows, width); padding never lies inside a window
     width = tf.shape(dense, out_type=tf.int64)[1]
-    table = tf.gather(tf.convert_to_tensor(ranks, tf.int32), dense)  # -> (rows, width, 2)
+    table = tf.gather(tf.convert_to_tensor(ranks, tf.int32), dense)  # -> (rows, width, 3)
     clause_before = tf.pad(table[:, :, 0], [[0, 0], [1, 0]])  # (rows, width + 1): cut at p
     word_at = tf.pad(table[:, :, 1], [[0, 0], [0, 1]])  # (rows, width + 1)
     rank = tf.cast(2 * clause_before + word_at, tf.int64)  # (rows, width + 1)
@@ -141,7 +156,7 @@ def translate_documents(
         tokenize: strings `(n,)` -> ragged int32 piece ids `(n, None)`, without EOS.
         run: `(ids (b, len) int32 with EOS, batch_index)` -> `(texts (b, k), scores (b, k))`.
         options: segmentation, the overlong policy and limits, the batch size.
-        ranks: `cut_ranks` of the vocabulary, int32 `(vocab, 2)`.
+        ranks: `piece_table` of the vocabulary, int32 `(vocab, 3)`.
         k: the number of columns `run` returns (its n-best width).
         unique: search each distinct sentence of the batch once (a deterministic `run`: the
             search; a sampler draws for every sentence).
@@ -178,6 +193,10 @@ def translate_documents(
         chunk_texts, segment_of_chunk, segments, separator=" "
     )  # -> (segments, k)
     scores = tf.math.unsorted_segment_sum(chunk_scores, segment_of_chunk, segments)
+    copied = unreadable(pieces, ranks)[:, None]  # (segments, 1)
+    verbatim = tf.strings.unicode_transcode(sentences, "UTF-8", "UTF-8")  # bad bytes: U+FFFD
+    translations = tf.where(copied, verbatim[:, None], translations)
+    scores = tf.where(copied, tf.zeros_like(scores), scores)
     if unique:
         translations, scores = tf.gather(translations, repeated), tf.gather(scores, repeated)
     if segmentation is None:

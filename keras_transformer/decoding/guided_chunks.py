@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.decoding.documents import cut_lengths, cut_ranks
+from keras_transformer.decoding.documents import cut_lengths, piece_table
 
 
 class Chunks(NamedTuple):
@@ -48,7 +48,7 @@ def split_sentences(translator, sentences, rows, first, prefix, explicit, avoide
         pieces = pieces[:, : max_length - 1]
         lengths = tf.RaggedTensor.from_tensor(pieces.row_lengths()[:, None])  # one chunk each
     else:
-        ranks = cut_ranks(tokenizer.model_proto)
+        ranks = piece_table(tokenizer.model_proto)
         lengths = cut_lengths(pieces, options.segment_limit(max_length), ranks)  # (m, None)
     chunks = tf.RaggedTensor.from_row_lengths(pieces.values, lengths.flat_values)  # (c, None)
     counts = lengths.row_lengths()  # (m,)

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from keras_transformer.checks import check_int
 from keras_transformer.config import AlignmentOptions, DocumentOptions, SearchOptions
-from keras_transformer.decoding.documents import cut_ranks, translate_documents
+from keras_transformer.decoding.documents import piece_table, translate_documents
 from keras_transformer.decoding.sampling import check_sampling_args, sampling_tensors
 from keras_transformer.decoding.search import (
     XLA_WIDTH_MULTIPLE,
@@ -193,7 +193,7 @@ class Translator(tf.Module):
         """`decoding.documents.translate_documents` with this translator's parts; `run`
         returns `k` translations per source (`unique`: a deterministic search)."""
         if self._ranks is None:
-            self._ranks = cut_ranks(self.tokenizer.model_proto)
+            self._ranks = piece_table(self.tokenizer.model_proto)
         self._warn_if_truncating(text)
         return translate_documents(
             text, self.tokenizer.tokenize, run, self.documents, self.config.max_length,
