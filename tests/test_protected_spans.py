@@ -135,3 +135,11 @@ def test_unknown_span_is_what_the_tokenizer_reads_as_unknown(tmp_path):
 def test_a_model_with_byte_fallback_writes_every_character(tmp_path):
     proto = _spm(tmp_path, byte_fallback=True)
     assert ps.unknown_span(proto) is None and ps.span_patterns(proto) == ps.PATTERNS
+
+
+def test_a_missing_separator_is_inserted_not_put_in_place_of_a_word():
+    sources = ["Home | Help › Tools", "Open 3 files"]
+    translations = ["Start Hilfe Werkzeuge", "Öffnen Sie x Dateien"]
+    links = tf.constant([[0, 1, 2, 4], [0, 0, 1, 2]])  # "Hilfe" aligned to "|" by the model
+    out = ps.restore_spans(sources, translations, links).numpy().tolist()
+    assert out == ["Start | Hilfe Werkzeuge ›".encode(), "Öffnen Sie 3 Dateien".encode()]

@@ -14,8 +14,9 @@ word): where the model copied it, nothing changes. Where it did not, the span is
 the word alignments (`links`: the source word of each output word, as
 `decoding.alignments.align_ids` returns them): it replaces the first output word aligned to
 its source word (keeping that word's trailing punctuation), or, where no output word is
-aligned to it, it is inserted after the output word aligned to the nearest source word
-before it (at the start if none). So every span of the source comes back verbatim, once
+aligned to it or its row does not replace (`SpanPattern.replaces`: separators), it is
+inserted after the output word aligned to the nearest source word before it (at the start
+if none). So every span of the source comes back verbatim, once
 per source word that holds it.
 
 A span is found inside one whitespace word (the unit of the alignments): `<x id="1"/>`,
@@ -44,10 +45,13 @@ PLACE_PUNCTUATION = r"[.,;:!?)\]\"'”’»]*"  # what a replaced output word ke
 
 @dataclass(frozen=True)
 class SpanPattern:
-    """One row of the table: text that fully matches `pattern` (RE2) is protected."""
+    """One row of the table: text that fully matches `pattern` (RE2) is protected. A missing
+    span replaces the output word aligned to it (`replaces`, the model wrote that word for
+    it), else it is inserted after the word aligned before it."""
 
     name: str
     pattern: str
+    replaces: bool = True
 
 
 PATTERNS = (
@@ -58,6 +62,11 @@ PATTERNS = (
     SpanPattern("variable", r"\$\([A-Za-z_]\w*\)|\$\{[A-Za-z_]\w*\}"),
     SpanPattern("key_combination", f"(?:(?:{MODIFIERS})\\+)+(?:{KEYS})"),
     SpanPattern("number", r"\d+(?:[.,:'\x{00a0}\x{202f}]\d+)*"),
+    # A word of separators only, as in menus and breadcrumbs ("Home | Help", "Tools › Options");
+    # not dashes or guillemets, which a translation may rightly write in its own way.
+    # The model writes no word for one, so a missing one is inserted, never put in place of
+    # the output word aligned to it (a word of the text around it).
+    SpanPattern("separator", r"^[|•·›‹→←⇒/\\>]+$", replaces=False),
 )
 
 
@@ -155,7 +164,11 @@ def _claims(sources, translations, links, patterns):
     first_own = tf.reduce_min(tf.where(own, positions, width), axis=1)  # (m,)
     before = (tf.gather(links, row) < source_word[:, None]) & (tf.gather(links, row) >= 0)
     after_word = tf.maximum(tf.reduce_max(tf.where(before, positions, -1), axis=1), -1)
-    replaces = tf.where(first_own < width, first_own, -1)
+    inserted = tuple(p for p in patterns if not p.replaces)
+    replacing = first_own < width
+    if inserted:  # the span of such a row is inserted
+        replacing &= ~tf.strings.regex_full_match(text, f"(?s){span_regex(inserted)}")
+    replaces = tf.where(replacing, first_own, -1)
     return text, row, replaces, after_word + 1
 
 

@@ -19,4 +19,5 @@ SPAN_CASES = (
     ("key_combination", "Press Ctrl+Shift+F5 or Alt+Enter.", ["Ctrl+Shift+F5", "Alt+Enter"]),
     ("key_combination", "Press Cmd+Z (Ctrl+Z).", ["Cmd+Z", "Ctrl+Z"]),
     ("number", "Refresh 3 cells of 1,234.56 at 06:29:41.", ["3", "1,234.56", "06:29:41"]),
+    ("separator", "Home | Help › Tools / Options > Save a|b ||", ["|", "›", "/", ">", "||"]),
 )
