@@ -126,7 +126,8 @@ def test_unknown_span_is_what_the_tokenizer_reads_as_unknown(tmp_path):
                       for _ in range(rng.randint(1, 5))) for _ in range(300)]  # fmt: skip
     got = ps.protected_words(tf.constant(texts), [unknown]).to_list()
     for text, spans in zip(texts, got):
-        expected = [_unknown_reference(word, is_unknown) for word in text.split()]
+        bare = [re.sub(ps.EDGE_PUNCTUATION, "", word) for word in text.split()]  # as read
+        expected = [_unknown_reference(word, is_unknown) for word in bare]
         assert [s.decode() for s in spans] == expected, text
     out = ps.restore_spans(["Open 👍 Иван."], ["Danke x y."], [[0, 1, 2]], ps.span_patterns(proto))
     assert out.numpy()[0].decode() == "Danke 👍 Иван."  # "!" would be unknown here too
@@ -137,9 +138,23 @@ def test_a_model_with_byte_fallback_writes_every_character(tmp_path):
     assert ps.unknown_span(proto) is None and ps.span_patterns(proto) == ps.PATTERNS
 
 
+def test_spans_are_read_without_the_words_edge_punctuation():
+    assert _spans('Click >>, then "|" or „›“ at 10. Set $(INSTDIR).') == [
+        ">>", "|", "›", "10", "$(INSTDIR)"
+    ]  # fmt: skip
+    out = ps.restore_spans(["Click >> now"], ["Klicken Sie >>, jetzt"], [[0, 0, 1, 2]])
+    assert out.numpy()[0].decode() == "Klicken Sie >>, jetzt"  # copied: nothing inserted
+
+
 def test_a_missing_separator_is_inserted_not_put_in_place_of_a_word():
     sources = ["Home | Help › Tools", "Open 3 files"]
     translations = ["Start Hilfe Werkzeuge", "Öffnen Sie x Dateien"]
     links = tf.constant([[0, 1, 2, 4], [0, 0, 1, 2]])  # "Hilfe" aligned to "|" by the model
     out = ps.restore_spans(sources, translations, links).numpy().tolist()
     assert out == ["Start | Hilfe Werkzeuge ›".encode(), "Öffnen Sie 3 Dateien".encode()]
+    again, restored = ps.restore_spans(sources + ["Keine  Spannen."], translations + ["x"],
+                                       tf.pad(links, [[0, 1], [0, 0]], constant_values=-1),
+                                       with_links=True)  # fmt: skip
+    assert again.numpy().tolist()[:2] == out
+    # each restored span linked to its own source word, the model's words to none
+    assert restored.to_list() == [[-1, 1, -1, -1, 3], [-1, -1, 1, -1], [-1]]

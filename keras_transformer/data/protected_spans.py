@@ -40,6 +40,8 @@ KEYS = (
     r"PageDown|Page Up|Page Down|Up|Down|Left|Right|Plus|Minus|[A-Za-z0-9]"
 )
 MODIFIERS = r"Ctrl|Control|Shift|Alt|AltGr|Option|Opt|Cmd|Command|Meta|Super|Win|Fn"
+# Not a closing bracket: "$(INSTDIR)" ends with one.
+EDGE_PUNCTUATION = r"^[(\[\"'„“‚‘]+|[.,;:!?\"'”“’]+$"
 PLACE_PUNCTUATION = r"[.,;:!?)\]\"'”’»]*"  # what a replaced output word keeps at its end
 
 
@@ -139,9 +141,12 @@ def first_spans(words, patterns=PATTERNS) -> tf.Tensor:
 
 
 def protected_words(texts, patterns=PATTERNS) -> tf.RaggedTensor:
-    """string `(n,)` -> ragged string `(n, None)`: per whitespace word, its first span or ""."""
+    """string `(n,)` -> ragged string `(n, None)`: per whitespace word, its first span or "",
+    read without the word's leading and trailing quotes, brackets and sentence punctuation
+    (`EDGE_PUNCTUATION`), so a whole-word row also finds its span in ">>," or "„|"."""
     words = tf.strings.split(tf.convert_to_tensor(texts, tf.string))
-    return words.with_flat_values(first_spans(words.flat_values, patterns))
+    bare = tf.strings.regex_replace(words.flat_values, EDGE_PUNCTUATION, "")
+    return words.with_flat_values(first_spans(bare, patterns))
 
 
 def _claims(sources, translations, links, patterns):
@@ -169,17 +174,19 @@ def _claims(sources, translations, links, patterns):
     if inserted:  # the span of such a row is inserted
         replacing &= ~tf.strings.regex_full_match(text, f"(?s){span_regex(inserted)}")
     replaces = tf.where(replacing, first_own, -1)
-    return text, row, replaces, after_word + 1
+    return text, row, replaces, after_word + 1, source_word
 
 
-def restore_spans(sources, translations, links, patterns=PATTERNS) -> tf.Tensor:
+def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: bool = False):
     """string `(n,)` sentences and their translations, int32 `(n, TW)` links (the source word
     of each output word, -1: none) -> string `(n,)` translations with every protected span
-    of the source present (see the module docstring). TF ops only."""
+    of the source present (see the module docstring). TF ops only. `with_links`: also
+    ragged int32 `(n, None)`, per output word of the result, the source word of the span
+    put there, -1 for the model's own words (a second alignment pass knows no better)."""
     sources = tf.convert_to_tensor(sources, tf.string)
     translations = tf.convert_to_tensor(translations, tf.string)
     words = tf.strings.split(translations)  # (n, TW)
-    text, row, replaces, slot = _claims(sources, translations, links, patterns)
+    text, row, replaces, slot, source_word = _claims(sources, translations, links, patterns)
     counts = words.row_lengths()  # (n,)
     sizes = 2 * counts + 1  # slot 0, word 0, slot 1, ..., word TW-1, slot TW
     offsets = tf.cumsum(sizes, exclusive=True)  # (n,)
@@ -203,8 +210,25 @@ def restore_spans(sources, translations, links, patterns=PATTERNS) -> tf.Tensor:
     ending = tf.strings.regex_replace(flat, f"(?s)^.*?({PLACE_PUNCTUATION})$", r"\1")
     flat = tf.where(tf.strings.length(replaced) > 0, tf.strings.join([replaced, ending]), flat)
     flat = tf.strings.join([flat, inserts])  # a slot holds "" or its inserts, a word no insert
-    parts = tf.RaggedTensor.from_row_lengths(flat, sizes)
-    parts = tf.ragged.boolean_mask(parts, tf.strings.length(parts) > 0)
+    all_parts = tf.RaggedTensor.from_row_lengths(flat, sizes)
+    parts = tf.ragged.boolean_mask(all_parts, tf.strings.length(all_parts) > 0)
     rebuilt = tf.strings.reduce_join(parts, axis=1, separator=" ")
     changed = tf.math.unsorted_segment_sum(tf.ones_like(row), row, tf.size(translations)) > 0
-    return tf.where(changed, rebuilt, translations)  # untouched outputs keep their spacing
+    restored = tf.where(changed, rebuilt, translations)  # untouched outputs keep their spacing
+    if not with_links:
+        return restored
+    # The same parts with each word's source word in place of its text: a span's, or -1.
+    index = tf.strings.as_string(source_word)
+    slots = [tf.boolean_mask(row_base + 2 * tf.cast(at, tf.int64) + offset, mask)
+             for at, offset, mask in ((slot, 0, inserted), (replaces, 1, ~inserted))]  # fmt: skip
+    at_slot, at_word = (tf.strings.unsorted_segment_join(tf.boolean_mask(index, mask), where,
+                                                         total, separator=" ")
+                        for mask, where in zip((inserted, ~inserted), slots))  # fmt: skip
+    own = tf.scatter_nd(word_slots[:, None], tf.fill(tf.shape(words.flat_values), "-1"), [total])
+    flat = tf.strings.join([tf.where(tf.strings.length(at_word) > 0, at_word, own), at_slot])
+    numbers = tf.strings.split(
+        tf.strings.reduce_join(tf.ragged.boolean_mask(
+            tf.RaggedTensor.from_row_lengths(flat, sizes), tf.strings.length(all_parts) > 0
+        ), axis=1, separator=" ")
+    )  # fmt: skip
+    return restored, tf.strings.to_number(numbers, tf.int32)

@@ -72,8 +72,13 @@ def translate_markup(translator, texts, starts, protect: bool = True, **choice) 
     links = align_tensors(model, tokenizer, distinct, translations, starts, **choice)
     if protect:
         patterns = span_patterns(tokenizer.model_proto)  # and what the vocabulary cannot write
-        translations = restore_spans(distinct, translations, links["source_index"], patterns)
+        translations, restored = restore_spans(
+            distinct, translations, links["source_index"], patterns, with_links=True
+        )
         links = align_tensors(model, tokenizer, distinct, translations, starts, **choice)
+        index = links["source_index"]  # (distinct, TW); a restored span keeps its own word
+        restored = restored.to_tensor(-1, shape=tf.shape(index, out_type=tf.int64))
+        links["source_index"] = tf.where(restored >= 0, restored, index)
     translations = tf.gather(translations, repeated)  # -> (n,)
     source_index = tf.gather(links["source_index"], repeated)  # -> (n, TW)
     whole = input_links(source_index, sentences, translations, counts)[:batch]
