@@ -193,16 +193,20 @@ def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: b
     total = tf.reduce_sum(sizes)
     row_base = tf.gather(offsets, row)
     inserted = replaces < 0
-    inserts = tf.strings.unsorted_segment_join(
-        tf.boolean_mask(text, inserted),
-        tf.boolean_mask(row_base + 2 * tf.cast(slot, tf.int64), inserted),
-        total, separator=" ",
-    )  # fmt: skip  # (total,): texts to insert at each slot
-    replaced = tf.strings.unsorted_segment_join(
-        tf.boolean_mask(text, ~inserted),
-        tf.boolean_mask(row_base + 2 * tf.cast(replaces, tf.int64) + 1, ~inserted),
-        total, separator=" ",
-    )  # fmt: skip  # (total,): the spans that replace each output word
+    # Each span's part: the slot it is inserted at, or the output word it replaces.
+    part = tf.where(inserted, row_base + 2 * tf.cast(slot, tf.int64),
+                    row_base + 2 * tf.cast(replaces, tf.int64) + 1)  # fmt: skip
+
+    def place(values) -> tuple[tf.Tensor, tf.Tensor]:
+        """string `(m,)`, one per span -> `(total,)` twice, joined with " " at each part: of
+        the inserted spans, and of the replacing ones."""
+        return tuple(
+            tf.strings.unsorted_segment_join(tf.boolean_mask(values, mask),
+                                             tf.boolean_mask(part, mask), total, separator=" ")
+            for mask in (inserted, ~inserted)
+        )  # fmt: skip
+
+    inserts, replaced = place(text)  # texts to insert at each slot, to replace each word
     word_slots = (tf.gather(offsets, words.value_rowids())
                   + 2 * (tf.range(tf.size(words.flat_values, out_type=tf.int64))
                          - tf.gather(words.row_starts(), words.value_rowids())) + 1)  # fmt: skip
@@ -218,12 +222,7 @@ def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: b
     if not with_links:
         return restored
     # The same parts with each word's source word in place of its text: a span's, or -1.
-    index = tf.strings.as_string(source_word)
-    slots = [tf.boolean_mask(row_base + 2 * tf.cast(at, tf.int64) + offset, mask)
-             for at, offset, mask in ((slot, 0, inserted), (replaces, 1, ~inserted))]  # fmt: skip
-    at_slot, at_word = (tf.strings.unsorted_segment_join(tf.boolean_mask(index, mask), where,
-                                                         total, separator=" ")
-                        for mask, where in zip((inserted, ~inserted), slots))  # fmt: skip
+    at_slot, at_word = place(tf.strings.as_string(source_word))
     own = tf.scatter_nd(word_slots[:, None], tf.fill(tf.shape(words.flat_values), "-1"), [total])
     flat = tf.strings.join([tf.where(tf.strings.length(at_word) > 0, at_word, own), at_slot])
     numbers = tf.strings.split(
