@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data import protected_spans as ps
+from keras_transformer.data.tokenizer import remove_invisible_text
 from keras_transformer.testing.span_cases import SPAN_CASES
 
 
@@ -78,6 +79,7 @@ SPM_TEXTS = [
     "Café, naïve façade: 12% größer (Straße) - 5 € [x] {y}",
 ] * 20
 POOL = list("abcXYZ019.,;!?()-_'\"éüßöï½©€👍🙂✅ЖиΩωאąñ\u0301") + ["ﬁ", "Ａ", "Ｏ", "²", "東", "京"]
+POOL += ["\u00ad", "\u200b", "\u200d", "\ufe0f", "\ufeff", "\u2060"]  # invisible characters
 
 
 def _spm(tmp_path, **options):
@@ -94,13 +96,15 @@ def _spm(tmp_path, **options):
 
 
 def _unknown_reference(word, unknown):
-    """The first maximal run of letters, marks, digits and unknown characters that holds an
-    unknown one ("" if none), in Python."""
+    """The first maximal run of letters, marks, digits, invisible and unknown characters that
+    holds an unknown one ("" if none), in Python."""
     import unicodedata
 
+    def joins(c):
+        return unicodedata.category(c)[0] in "LMN" or not remove_invisible_text(c) or unknown(c)
+
     runs = re.findall(
-        "(?:" + "|".join(re.escape(c) for c in sorted(set(word))
-                         if unicodedata.category(c)[0] in "LMN" or unknown(c)) + ")+", word
+        "(?:" + "|".join(re.escape(c) for c in sorted(set(word)) if joins(c)) + ")+", word
     ) if word else []  # fmt: skip
     return next((run for run in runs if any(unknown(c) for c in run)), "")
 
@@ -116,8 +120,8 @@ def test_unknown_span_is_what_the_tokenizer_reads_as_unknown(tmp_path):
     assert unknown is not None and ps.span_patterns(proto)[-1] == unknown
     assert ps.span_patterns(None) == ps.PATTERNS
 
-    def is_unknown(char):  # the reference: SentencePiece itself, NFKC normalization and all
-        return processor.unk_id() in processor.encode(char)
+    def is_unknown(char):  # the reference: SentencePiece itself, NFKC normalization and all,
+        return processor.unk_id() in processor.encode(remove_invisible_text(char))  # as read
 
     assert [c for c in "aé€ﬁＯ²" if is_unknown(c)] == []  # "ﬁ" is "fi", "Ｏ" "O" after NFKC
     assert all(is_unknown(c) for c in "👍Ж東ωא©Ａ")  # no "A" in the texts
@@ -126,7 +130,10 @@ def test_unknown_span_is_what_the_tokenizer_reads_as_unknown(tmp_path):
                       for _ in range(rng.randint(1, 5))) for _ in range(300)]  # fmt: skip
     got = ps.protected_words(tf.constant(texts), [unknown]).to_list()
     for text, spans in zip(texts, got):
-        bare = [re.sub(ps.EDGE_PUNCTUATION, "", word) for word in text.split()]  # as read
+        bare = [re.sub(ps.EDGE_PUNCTUATION, "", word) for word in text.split()]
+        bare = [w if any(map(is_unknown, w)) else re.sub(ps.EDGE_PUNCTUATION, "",
+                                                          remove_invisible_text(w))
+                for w in bare]  # as read  # fmt: skip
         expected = [_unknown_reference(word, is_unknown) for word in bare]
         assert [s.decode() for s in spans] == expected, text
     out = ps.restore_spans(["Open 👍 Иван."], ["Danke x y."], [[0, 1, 2]], ps.span_patterns(proto))
@@ -158,3 +165,25 @@ def test_a_missing_separator_is_inserted_not_put_in_place_of_a_word():
     assert again.numpy().tolist()[:2] == out
     # each restored span linked to its own source word, the model's words to none
     assert restored.to_list() == [[-1, 1, -1, -1, 3], [-1, -1, 1, -1], [-1]]
+
+
+def test_invisible_characters_are_read_as_the_model_reads_them(tmp_path):
+    """A soft hyphen, zero-width space or word joiner inside a span is not part of it (the
+    tokenizer removes them), a word of letters with one is no unknown span, and an emoji
+    sequence keeps its joiners and variation selector verbatim."""
+    patterns = ps.span_patterns(_spm(tmp_path))  # its unknown row: "4", "+", "P" too
+
+    def spans(texts, patterns):
+        return [
+            [w.decode() for w in row if w]
+            for row in ps.protected_words(tf.constant(texts), patterns).to_list()
+        ]
+
+    assert spans(["Press 1\u00ad234 or Ctrl+\u200bS at https://ex\u2060ample.com/a now"],
+                 ps.PATTERNS) == [["1234", "Ctrl+S", "https://example.com/a"]]  # fmt: skip
+    assert spans(["\ufeffOpen the spread\u200bsheet \u200e3\u200f.",
+                  "Our 👨\u200d👩\u200d👧 and ❤\ufe0f!"], patterns) == [
+        ["3"], ["👨\u200d👩\u200d👧", "❤\ufe0f"]]  # fmt: skip
+    out = ps.restore_spans(["Our 👨\u200d👩\u200d👧 here"], ["die hier"], [[0, 2]],
+                           patterns)  # fmt: skip
+    assert out.numpy()[0].decode() == "die 👨\u200d👩\u200d👧 hier"

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from keras_transformer.data.tokenizer import INVISIBLE, INVISIBLE_RE2, remove_invisible
+
 KEYS = (
     r"F\d{1,2}|Enter|Return|Tab|Space|Esc|Home|End|Delete|Del|Insert|Ins|Backspace|PageUp|"
     r"PageDown|Page Up|Page Down|Up|Down|Left|Right|Plus|Minus|[A-Za-z0-9]"
@@ -74,7 +76,9 @@ PATTERNS = (
 
 # SentencePiece's piece types (sentencepiece_model.proto): pieces that write text, and bytes.
 _TEXT_PIECES, _BYTE_PIECE = (1, 4), 6
-_WORD = r"[\p{L}\p{M}\p{N}]"
+# A word's characters around an unknown one: letters, marks, digits and invisible characters
+# (the joiners and variation selectors of "👨‍👩‍👧" and "❤️" stay in the span).
+_WORD = r"[\p{L}\p{M}\p{N}" + INVISIBLE_RE2[1:-1] + "]"
 
 
 @functools.lru_cache(maxsize=8)
@@ -82,9 +86,11 @@ def unknown_span(model_proto: bytes) -> SpanPattern | None:
     """The row for characters the SentencePiece model `model_proto` cannot write: none of its
     pieces holds the character nor every character of its NFKC form (SentencePiece's
     normalization), so it reaches the model as unknown and never comes back ("Thanks 👍",
-    a name in another script). The span is the word around it, letters, marks and digits
-    included ("Привет!" -> "Привет", "naïve" where "ï" is unknown): the whole word the
-    model cannot write. None for a model with byte fallback (it writes every character)."""
+    a name in another script). Invisible characters are not unknown: the tokenizer removes
+    them, so "spread\u200bsheet" is translated as "spreadsheet". The span is the word
+    around it, letters, marks and digits included ("Привет!" -> "Привет", "naïve" where "ï"
+    is unknown): the whole word the model cannot write. None for a model with byte fallback
+    (it writes every character)."""
     from sentencepiece import sentencepiece_model_pb2
 
     model = sentencepiece_model_pb2.ModelProto()
@@ -98,8 +104,9 @@ def unknown_span(model_proto: bytes) -> SpanPattern | None:
 
 
 def _writable(point: int, chars: set) -> bool:
-    """Whether code point `point` is whitespace or written by `chars`, itself or in NFKC."""
-    if 0xD800 <= point < 0xE000:
+    """Whether code point `point` is whitespace, written by `chars` (itself or in NFKC), or
+    invisible (`tokenizer.INVISIBLE`: removed before the model reads the text)."""
+    if 0xD800 <= point < 0xE000 or any(a <= point <= b for a, b in INVISIBLE):
         return True  # surrogates: never in UTF-8 text
     char = chr(point)
     if char in chars or char.isspace():
@@ -143,10 +150,18 @@ def first_spans(words, patterns=PATTERNS) -> tf.Tensor:
 def protected_words(texts, patterns=PATTERNS) -> tf.RaggedTensor:
     """string `(n,)` -> ragged string `(n, None)`: per whitespace word, its first span or "",
     read without the word's leading and trailing quotes, brackets and sentence punctuation
-    (`EDGE_PUNCTUATION`), so a whole-word row also finds its span in ">>," or "„|"."""
-    words = tf.strings.split(tf.convert_to_tensor(texts, tf.string))
-    bare = tf.strings.regex_replace(words.flat_values, EDGE_PUNCTUATION, "")
-    return words.with_flat_values(first_spans(bare, patterns))
+    (`EDGE_PUNCTUATION`), so a whole-word row also finds its span in ">>," or "„|"; and
+    without its invisible characters (as the model reads it: "1\u00ad234" holds "1234"),
+    unless it holds a character of the `unknown` row, whose span keeps them verbatim."""
+    words = tf.strings.split(tf.convert_to_tensor(texts, tf.string)).flat_values
+    visible = tf.strings.regex_replace(remove_invisible(words), EDGE_PUNCTUATION, "")
+    unknown = [p.pattern for p in patterns if p.name == "unknown"]
+    if unknown:
+        as_is = tf.strings.regex_replace(words, EDGE_PUNCTUATION, "")
+        has = tf.strings.regex_full_match(as_is, f"(?s).*?(?:{unknown[0]}).*")
+        visible = tf.where(has, as_is, visible)
+    spans = tf.strings.split(tf.convert_to_tensor(texts, tf.string))
+    return spans.with_flat_values(first_spans(visible, patterns))
 
 
 def _claims(sources, translations, links, patterns):

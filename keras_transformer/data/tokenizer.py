@@ -8,6 +8,12 @@ Ids: 0 pad, 1 unk, 2 bos, 3 eos (`keras_transformer.constants`, read by the mode
     tokenizer = SubwordTokenizer.from_file("runs/spm.model")
     ids = tokenizer.tokenize(tf.constant(["Hello world"]))     # ragged int32 (batch, None)
     text = tokenizer.detokenize(dense_ids)                      # string (batch,)
+
+Invisible characters (`INVISIBLE`: soft hyphens, zero-width spaces, word joiners, bidi marks,
+byte-order marks, variation selectors, C0/C1 controls) are removed before SentencePiece, in
+training and at inference alike: a reader does not see them, so neither does the model.
+SentencePiece's own normalization read some as a space, splitting the word they sit in
+("spread\u200bsheet"), and others as unknown pieces.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 from collections.abc import Iterable
 
 import tensorflow as tf
@@ -23,6 +30,30 @@ import tensorflow_text as tf_text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 logger = logging.getLogger("keras_transformer")
+
+# Unicode's Default_Ignorable_Code_Point (format characters a renderer shows as nothing),
+# less U+200C ZERO WIDTH NON-JOINER (in Persian and Indic text it parts a word, and
+# SentencePiece reads it as a word boundary) and the Hangul fillers (letters of conjoining
+# jamo); and the C0 and C1 controls that are not whitespace. Inclusive ranges of code points.
+INVISIBLE = (
+    (0x00, 0x08), (0x0E, 0x1F), (0x7F, 0x84), (0x86, 0x9F), (0xAD, 0xAD), (0x34F, 0x34F),
+    (0x61C, 0x61C), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200B), (0x200D, 0x200F),
+    (0x202A, 0x202E), (0x2060, 0x206F), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+INVISIBLE_RE2 = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in INVISIBLE) + "]"
+_INVISIBLE_PYTHON = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in INVISIBLE) + "]")
+
+
+def remove_invisible(texts) -> tf.Tensor:
+    """string `(...)` -> the same texts without `INVISIBLE` characters (TF ops)."""
+    return tf.strings.regex_replace(texts, INVISIBLE_RE2, "")
+
+
+def remove_invisible_text(text: str) -> str:
+    """`remove_invisible` for one Python string: for SentencePiece used outside the graph
+    (CTranslate2, `train_sentencepiece`), so it reads what the model reads."""
+    return _INVISIBLE_PYTHON.sub("", text)
 
 
 def train_sentencepiece(
@@ -52,7 +83,7 @@ def train_sentencepiece(
         raise ValueError(f"vocab_size must be an int > 4. Received: vocab_size={vocab_size!r}")
     proto = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=(t for t in texts if t),
+        sentence_iterator=(c for c in map(remove_invisible_text, texts) if c),
         model_writer=proto,
         vocab_size=vocab_size,
         model_type=model_type,
@@ -117,8 +148,9 @@ class SubwordTokenizer(tf.Module):
         return int(self._op("vocab_size"))
 
     def tokenize(self, texts) -> tf.RaggedTensor:
-        """Strings `(batch,)` -> ragged int32 ids `(batch, None)`, without BOS/EOS."""
-        return self._op("tokenize", texts)
+        """Strings `(batch,)` -> ragged int32 ids `(batch, None)`, without BOS/EOS, read
+        without their `INVISIBLE` characters."""
+        return self._op("tokenize", remove_invisible(texts))
 
     def detokenize(self, ids) -> tf.Tensor:
         """Int ids `(batch, len)` -> strings `(batch,)`.

@@ -6,7 +6,9 @@
     import ctranslate2, sentencepiece
     sp = sentencepiece.SentencePieceProcessor(model_file="runs/en_de_ct2/spm.model")
     translator = ctranslate2.Translator("runs/en_de_ct2", device="cpu")
-    pieces = sp.encode(["Hello world."], out_type=str)   # no EOS: the model config adds it
+    from keras_transformer.data.tokenizer import remove_invisible_text  # as our graph reads
+    pieces = sp.encode([remove_invisible_text("Hello world.")], out_type=str)  # no EOS: the
+    # model config adds it
     results = translator.translate_batch(
         pieces, beam_size=4, length_penalty=0.6, min_decoding_length=0,
         max_input_length=256, max_decoding_length=256,  # both at most config.max_length
