@@ -52,6 +52,14 @@ def test_moses_strings_with_offsets():
     assert got == [b"2-1 0-3", b"", b"11-4 11-5 15-6"]
 
 
+def test_word_offsets_count_the_words_the_model_reads():
+    """A no-break space parts two words for the offsets as for SentencePiece (`align_ids`
+    counts words by its pieces), so the next sentence's pairs are shifted by both."""
+    texts = tf.constant(["The\u00a0cat sleeps.", "It\u202fis \u200b here.", "Yes."])
+    offsets = al.word_offsets(texts, tf.constant([3])).numpy().tolist()
+    assert offsets == [0, 3, 6]
+
+
 def test_alignment_quality_counts_links():
     got = al.alignment_quality(["0-0 1-1 2-1", ""], ["0-0 1-1", "0-0"])
     assert got["precision"] == pytest.approx(2 / 3)

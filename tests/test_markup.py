@@ -57,12 +57,29 @@ PARSE_CASES = (
      ["<!-- a <b> note -->", "<b>", "</b>"], [1, 2, None], [0, 2, None]),
     ("blocks", "end.<p>Next one</p><hr>", "end. Next one", ["<p>", "</p>", "<hr>"],
      [1, None, 3], [2, None, 2]),
+    # (a no-break space parts two words, as SentencePiece reads it: "x" is word 4)
     ("references", "5&nbsp;&euro; &#8211; caf&#xE9; <b>x</b>", "5\u00a0\u20ac \u2013 caf\u00e9 x",
-     ["<b>", "</b>"], [3, None], [3, None]),
+     ["<b>", "</b>"], [4, None], [4, None]),
     # an element with no text inside encloses nothing, glued to a word or not
     ("empty element", 'Open it.<a id="e"></a> Now <b> </b>', "Open it. Now",
      ['<a id="e">', "</a>", " <b> ", "</b>"], [2, None, 3, None], [1, None, 2, None]),
 )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "space", ["\u00a0", "&nbsp;", "&#160;", "&#xA0;", "&#x000a0;", "\u202f", "&#8239;", "&thinsp;",
+              "\u3000", "&ensp;", "\u200c", "&zwnj;"]
+)  # fmt: skip
+def test_no_break_and_unicode_spaces_part_words_as_the_model_reads_them(space):
+    """A space SentencePiece reads as a word boundary, written or as a reference, parts two
+    words where tags are counted (as a plain space does), and the invisible characters of a
+    word of them alone make no word; the text keeps the space it was given."""
+    plain = _parse("Press <b>OK</b> to <i>close</i> it.")
+    got = _parse(f"Press{space}<b>OK</b> to{space}<i>close</i> \u200b &shy; it.")
+    assert (got["first"], got["last"]) == (plain["first"], plain["last"])
+    assert (plain["first"][0::2], plain["last"][0::2]) == ([1, 3], [1, 3])  # "OK", "close"
+    assert got["tags"] == plain["tags"] and got["warning"] == ""
+    assert got["text"].startswith("Press" + html.unescape(space) + "OK to")  # kept as given
 
 
 @pytest.mark.parametrize(("case", "text", "plain", "tags", "first", "last"), PARSE_CASES)

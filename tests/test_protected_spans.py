@@ -130,7 +130,8 @@ def test_unknown_span_is_what_the_tokenizer_reads_as_unknown(tmp_path):
                       for _ in range(rng.randint(1, 5))) for _ in range(300)]  # fmt: skip
     got = ps.protected_words(tf.constant(texts), [unknown]).to_list()
     for text, spans in zip(texts, got):
-        bare = [re.sub(ps.EDGE_PUNCTUATION, "", word) for word in text.split()]
+        words = [w for w in text.split() if remove_invisible_text(w)]  # as the model reads
+        bare = [re.sub(ps.EDGE_PUNCTUATION, "", word) for word in words]
         bare = [w if any(map(is_unknown, w)) else re.sub(ps.EDGE_PUNCTUATION, "",
                                                           remove_invisible_text(w))
                 for w in bare]  # as read  # fmt: skip
@@ -187,3 +188,10 @@ def test_invisible_characters_are_read_as_the_model_reads_them(tmp_path):
     out = ps.restore_spans(["Our 👨\u200d👩\u200d👧 here"], ["die hier"], [[0, 2]],
                            patterns)  # fmt: skip
     assert out.numpy()[0].decode() == "die 👨\u200d👩\u200d👧 hier"
+
+
+def test_a_no_break_space_parts_words_as_the_model_reads_them():
+    """Spans are read per word as SentencePiece reads words: "1\u00a0000" is two numbers
+    (the alignments index those words), and a word of invisible characters only is none."""
+    got = ps.protected_words(tf.constant(["Pay 1\u00a0000 \u200b €\u202fnow at 3\u2009pm"]))
+    assert [w.decode() for w in got[0].numpy()] == ["", "1", "000", "", "", "", "3", ""]

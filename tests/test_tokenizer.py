@@ -18,6 +18,7 @@ from keras_transformer.data.tokenizer import (
     SubwordTokenizer,
     remove_invisible,
     remove_invisible_text,
+    split_words,
     train_sentencepiece,
 )
 
@@ -110,3 +111,23 @@ def test_invisible_characters_are_removed_before_sentencepiece(tmp_path):
     got = tokenizer.tokenize(tf.constant(texts)).to_list()
     assert [chr(p) for p, ids in zip(points, got) if ids != clean] == []
     assert processor.encode("the small hou\u200bse is red") != clean  # what it was before
+
+
+def test_split_words_are_the_words_sentencepiece_reads(model_path):
+    """The words of `split_words` are SentencePiece's own (a piece beginning with "\u2581"
+    starts one) on random texts of letters, unknown characters, ASCII and Unicode spaces
+    (no-break ones too) and invisible characters: the reference is SentencePiece itself."""
+    import random
+
+    processor = spm.SentencePieceProcessor(model_file=model_path)
+    pool = (list("thesmaluobigrdn") * 3 + list("東👍") + [" ", "  ", "\t", "\n"]
+            + ["\u00a0", "\u2002", "\u2009", "\u200c", "\u202f", "\u3000", "\u2028"]
+            + ["\u00ad", "\u200b", "\ufeff", "\u2060", "\x07"])  # fmt: skip
+    rng = random.Random(0)
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 30))) for _ in range(400)]
+    got = split_words(tf.constant(texts)).row_lengths().numpy().tolist()
+    expected = [sum(p.startswith("\u2581") for p in processor.encode(remove_invisible_text(t),
+                                                                      out_type=str))
+                for t in texts]  # fmt: skip
+    assert got == expected
+    assert tf.strings.split(tf.constant(["a\u00a0b"])).row_lengths().numpy().tolist() == [1]

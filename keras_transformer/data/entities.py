@@ -70,6 +70,17 @@ NUMERIC = r"&#(?:[0-9]{1,8}|[xX][0-9A-Fa-f]{1,7});"
 REFERENCE = f"&(?:{'|'.join(sorted(NAMED, key=len, reverse=True))});|{NUMERIC}"
 
 
+def references_to(ranges) -> str:
+    """RE2 matching every reference (named or numeric, as `decode_entities` reads them) to a
+    code point of `ranges` (inclusive `(first, last)` pairs)."""
+    points = [p for a, b in ranges for p in range(a, b + 1)]
+    named = [name for name, char in NAMED.items() if ord(char[0]) in points and len(char) == 1]
+    decimal = "|".join(str(p) for p in points)
+    hexadecimal = "|".join(f"{p:x}" for p in points)
+    return "|".join([f"&(?:{'|'.join(named)});"] * bool(named)
+                    + [f"&#0*(?:{decimal});", f"&#[xX]0*(?i:{hexadecimal});"])  # fmt: skip
+
+
 def decode_entities(texts) -> tf.Tensor:
     """String `(batch,)` with character references -> the same with each one decoded (see
     the module docstring), in one pass."""

@@ -52,12 +52,14 @@ import tensorflow as tf
 
 from keras_transformer.data.covers import covers, place_tags
 from keras_transformer.data.edges import edge_counts, edge_pieces
-from keras_transformer.data.entities import REFERENCE, decode_entities
+from keras_transformer.data.entities import REFERENCE, decode_entities, references_to
+from keras_transformer.data.tokenizer import SPACES, SPACES_RE2, remove_invisible
 
 MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
 GAP = "\x1f"  # marks whitespace runs while output words are split (as the segmenter's)
 HIDDEN = "\x1d"  # in the placeholder of a hidden element (never text: removed from inputs)
 SPLIT = "\x1c"  # the space a line break between two words stands for (removed from inputs)
+SPACE_REFERENCES = references_to(SPACES)  # "&nbsp;", "&#8239;", ...: spaces to the model
 NAME = r"[A-Za-z_][\w:.-]*"
 ATTRIBUTE = r"\s+[^\s=<>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))?"
 # Comments, CDATA sections, `<!DOCTYPE html>` and `<?xml ...?>` are tags that enclose
@@ -153,8 +155,10 @@ def tag_words(texts) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
     """For each tag of `texts` `(batch,)`: `(ended, begun)` int32 ragged `(batch, None)`, the
     words of the text without tags that end before it and that begin before it."""
     marked = tf.strings.regex_replace(texts, TAG, MARK)
+    # Words as the model reads them: a no-break space (or "&nbsp;") parts two words.
+    marked = tf.strings.regex_replace(marked, f"{SPACES_RE2}|{SPACE_REFERENCES}", " ")
     tokens = tf.strings.split(marked)  # (batch, tokens): whitespace runs of the marked text
-    words = tf.strings.regex_replace(tokens.flat_values, MARK, "")
+    words = remove_invisible(tf.strings.regex_replace(tokens.flat_values, MARK, ""))
     is_word = tf.cast(tf.strings.length(words) > 0, tf.int32)  # (all_tokens,)
     before = tokens.with_flat_values(is_word)
     words_before = tf.cumsum(before, axis=1, exclusive=True).flat_values  # (all_tokens,)

@@ -35,7 +35,12 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from keras_transformer.data.tokenizer import INVISIBLE, INVISIBLE_RE2, remove_invisible
+from keras_transformer.data.tokenizer import (
+    INVISIBLE,
+    INVISIBLE_RE2,
+    remove_invisible,
+    split_words,
+)
 
 KEYS = (
     r"F\d{1,2}|Enter|Return|Tab|Space|Esc|Home|End|Delete|Del|Insert|Ins|Backspace|PageUp|"
@@ -65,7 +70,7 @@ PATTERNS = (
     SpanPattern("brace_placeholder", r"\{\d+\}|\{[A-Za-z_][\w.]*\}"),
     SpanPattern("variable", r"\$\([A-Za-z_]\w*\)|\$\{[A-Za-z_]\w*\}"),
     SpanPattern("key_combination", f"(?:(?:{MODIFIERS})\\+)+(?:{KEYS})"),
-    SpanPattern("number", r"\d+(?:[.,:'\x{00a0}\x{202f}]\d+)*"),
+    SpanPattern("number", r"\d+(?:[.,:']\d+)*"),  # "1 000" (no-break): two words
     # A word of separators only, as in menus and breadcrumbs ("Home | Help", "Tools › Options");
     # not dashes or guillemets, which a translation may rightly write in its own way.
     # The model writes no word for one, so a missing one is inserted, never put in place of
@@ -148,19 +153,20 @@ def first_spans(words, patterns=PATTERNS) -> tf.Tensor:
 
 
 def protected_words(texts, patterns=PATTERNS) -> tf.RaggedTensor:
-    """string `(n,)` -> ragged string `(n, None)`: per whitespace word, its first span or "",
+    """string `(n,)` -> ragged string `(n, None)`: per word (`tokenizer.split_words`: also
+    split at no-break and other Unicode spaces, as the model reads words), its first span or "",
     read without the word's leading and trailing quotes, brackets and sentence punctuation
     (`EDGE_PUNCTUATION`), so a whole-word row also finds its span in ">>," or "„|"; and
     without its invisible characters (as the model reads it: "1\u00ad234" holds "1234"),
     unless it holds a character of the `unknown` row, whose span keeps them verbatim."""
-    words = tf.strings.split(tf.convert_to_tensor(texts, tf.string)).flat_values
+    spans = split_words(texts)  # as the model reads them: "1\u00a0000" is two
+    words = spans.flat_values
     visible = tf.strings.regex_replace(remove_invisible(words), EDGE_PUNCTUATION, "")
     unknown = [p.pattern for p in patterns if p.name == "unknown"]
     if unknown:
         as_is = tf.strings.regex_replace(words, EDGE_PUNCTUATION, "")
         has = tf.strings.regex_full_match(as_is, f"(?s).*?(?:{unknown[0]}).*")
         visible = tf.where(has, as_is, visible)
-    spans = tf.strings.split(tf.convert_to_tensor(texts, tf.string))
     return spans.with_flat_values(first_spans(visible, patterns))
 
 

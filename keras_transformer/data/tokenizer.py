@@ -45,6 +45,27 @@ INVISIBLE_RE2 = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in INVISIBLE
 _INVISIBLE_PYTHON = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in INVISIBLE) + "]")
 
 
+# Characters SentencePiece's normalization (`nmt_nfkc`) reads as a word boundary where
+# `tf.strings.split` (ASCII whitespace) does not: Unicode's spaces, the no-break ones too (a
+# no-break space keeps two words on one line; they stay two words), line and paragraph
+# separators, and U+200C ZERO WIDTH NON-JOINER. Inclusive ranges of code points.
+SPACES = (
+    (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x200C, 0x200C), (0x2028, 0x2029),
+    (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+)  # fmt: skip
+SPACES_RE2 = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in SPACES) + "]"
+
+
+def split_words(texts) -> tf.RaggedTensor:
+    """string `(n,)` -> ragged string `(n, None)`: the words as the model reads them (each
+    begins a SentencePiece word, "\u2581..."): split at ASCII whitespace and at `SPACES`,
+    less those of `INVISIBLE` characters only (the tokenizer removes them)."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    words = tf.strings.split(tf.strings.regex_replace(texts, SPACES_RE2, " "))
+    visible = tf.strings.length(remove_invisible(words.flat_values)) > 0
+    return tf.ragged.boolean_mask(words, words.with_flat_values(visible))
+
+
 def remove_invisible(texts) -> tf.Tensor:
     """string `(...)` -> the same texts without `INVISIBLE` characters (TF ops)."""
     return tf.strings.regex_replace(texts, INVISIBLE_RE2, "")

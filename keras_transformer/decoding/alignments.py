@@ -33,6 +33,7 @@ from keras_transformer.data.alignment_corpus import (  # noqa: F401  (re-exporte
     word_start_table,
 )
 from keras_transformer.data.segmenter import segment
+from keras_transformer.data.tokenizer import split_words
 from keras_transformer.decoding.scoring import teacher_forcing
 from keras_transformer.decoding.search import check_model
 
@@ -126,9 +127,9 @@ def align_tensors(model, tokenizer, sources, targets, starts, **choice) -> dict:
 
 
 def word_offsets(texts, counts) -> tf.Tensor:
-    """int64 `(n,)`: the whitespace words of the texts `(n,)` before each one in its input
-    (`counts` int `(batch,)`: how many consecutive texts each input has)."""
-    words = tf.strings.split(texts).row_lengths()  # (n,)
+    """int64 `(n,)`: the words (`tokenizer.split_words`) of the texts `(n,)` before each one
+    in its input (`counts` int `(batch,)`: how many consecutive texts each input has)."""
+    words = split_words(texts).row_lengths()  # (n,)
     ragged = tf.RaggedTensor.from_row_lengths(words, tf.cast(counts, tf.int64))
     return (tf.cumsum(ragged, axis=1, exclusive=True)).flat_values
 
