@@ -57,6 +57,12 @@ PARSE_CASES = (
      ["<!-- a <b> note -->", "<b>", "</b>"], [1, 2, None], [0, 2, None]),
     ("blocks", "end.<p>Next one</p><hr>", "end. Next one", ["<p>", "</p>", "<hr>"],
      [1, None, 3], [2, None, 2]),
+    # a void element's name opens an element where the input closes one (XML's <link>)
+    ("void name closed", 'Call the <link href="x.xhp">Table Wizard</link> <br>now.',
+     "Call the Table Wizard now.", ['<link href="x.xhp">', "</link>", "<br>"], [2, None, 4],
+     [3, None, 3]),
+    ("void name not closed", 'A <link rel="s"> and <img src="i"> here', "A  and  here",
+     ['<link rel="s">', '<img src="i">'], [1, 2], [0, 1]),
     # (a no-break space parts two words, as SentencePiece reads it: "x" is word 4)
     ("references", "5&nbsp;&euro; &#8211; caf&#xE9; <b>x</b>", "5\u00a0\u20ac \u2013 caf\u00e9 x",
      ["<b>", "</b>"], [4, None], [4, None]),

@@ -12,7 +12,8 @@ back around the aligned words of the translation (the export runs both; no py_fu
 Parsing. A tag is `<name attr="..." ...>`, `</name>`, `<name .../>`, a comment `<!-- -->`,
 a CDATA section, a `<!DOCTYPE ...>` or `<?xml ...?>`, or a whole `<script>`/`<style>`
 element (`TAG`, attributes kept byte for byte); a `<` that does not start one ("a < b") is
-text. HTML's void elements (`<br>`, `<img ...>`: `VOID`) enclose nothing, as `<x/>`. Hidden
+text. HTML's void elements (`<br>`, `<img ...>`: `VOID`) enclose nothing, as `<x/>`, unless
+their input closes one (XML's `<link ...>text</link>`). Hidden
 elements never reach the model and come back byte for byte (`hide_elements`, a first pass):
 comments (and the other `<!...>`, `<?...>`), scripts, styles, and elements marked
 `translate="no"` or with the `notranslate` class, with everything inside them (a
@@ -211,13 +212,20 @@ def _pairs(kind, names):
     return partner, ~bad & tf.equal(top, 0)
 
 
-def _kinds(tags) -> tf.Tensor:
-    """string `(n,)` tags -> int32 `(n,)`: 0 opening, 1 closing, 2 self-closing (`<x/>`, a
-    void element's `<br>`, a comment)."""
-    closing = tf.strings.regex_full_match(tags, "</(?s).*")
-    void = f"(?i)<(?:{'|'.join(VOID)})(?:[\\s/>](?s).*)"
-    alone = tf.strings.regex_full_match(tags, f"(?s).*/>|{COMMENT}|{RAW_ELEMENT}|{void}")
-    return tf.where(closing, 1, tf.where(alone, 2, 0))
+def _kinds(tags: tf.RaggedTensor, names) -> tf.Tensor:
+    """ragged string `(batch, None)` tags and their flat lower-case names -> int32
+    `(all_tags,)`: 0 opening, 1 closing, 2 self-closing (`<x/>`, a comment, a void element's
+    `<br>`; but a void-named tag opens an element where its input also holds a closing tag
+    of that name: XML's `<link href="...">text</link>`, as in help pages, DocBook, DITA)."""
+    flat = tags.flat_values
+    closing = tf.strings.regex_full_match(flat, "</(?s).*")
+    void = f"(?i)<(?:{'|'.join(VOID)})(?:[\\s>](?s).*)"
+    alone = tf.strings.regex_full_match(flat, f"(?s).*/>|{COMMENT}|{RAW_ELEMENT}")
+    keys = tf.strings.join([names, tf.strings.as_string(tags.value_rowids())], "\x1e")
+    key, index = tf.unique(keys)  # (name, input) pairs
+    closed = tf.math.unsorted_segment_max(tf.cast(closing, tf.int32), index, tf.size(key))
+    void = tf.strings.regex_full_match(flat, void) & (tf.gather(closed, index) == 0)
+    return tf.where(closing, 1, tf.where(alone | void, 2, 0))
 
 
 class _Structure(NamedTuple):
@@ -247,9 +255,9 @@ def _structure(tags: tf.RaggedTensor) -> _Structure:
     count = tags.row_lengths()  # (batch,)
     few = count <= MAX_TAGS
     parts = _Structure(tags, count, few, None, None, None)
-    flat_kind = _kinds(tags.flat_values)
-    kind = parts.dense(flat_kind, -1)  # (batch, T)
     names = tf.strings.regex_replace(tags.flat_values, f"^</?({NAME})(?s).*$", r"\1")
+    flat_kind = _kinds(tags, tf.strings.lower(names))
+    kind = parts.dense(flat_kind, -1)  # (batch, T)
     partner, nests = _pairs(kind, parts.dense(names, ""))
     return parts._replace(kind=kind, partner=partner, nests=nests, flat_kind=flat_kind)
 
