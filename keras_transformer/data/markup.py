@@ -12,7 +12,8 @@ back around the aligned words of the translation (the export runs both; no py_fu
 Parsing. A tag is `<name attr="..." ...>`, `</name>`, `<name .../>`, a comment `<!-- -->`,
 a CDATA section, a `<!DOCTYPE ...>` or `<?xml ...?>`, or a whole `<script>`/`<style>`
 element (`TAG`, attributes kept byte for byte); a `<` that does not start one ("a < b") is
-text. HTML's void elements (`<br>`, `<img ...>`: `VOID`) enclose nothing, as `<x/>`, unless
+text (the grammar, and the kinds and pairs of tags: `data/tag_grammar.py`). HTML's void
+elements (`<br>`, `<img ...>`: `VOID`) enclose nothing, as `<x/>`, unless
 their input closes one (XML's `<link ...>text</link>`). Hidden
 elements never reach the model and come back byte for byte (`hide_elements`, a first pass):
 comments (and the other `<!...>`, `<?...>`), scripts, styles, and elements marked
@@ -54,6 +55,17 @@ import tensorflow as tf
 from keras_transformer.data.covers import covers, place_tags
 from keras_transformer.data.edges import edge_counts, edge_pieces
 from keras_transformer.data.entities import REFERENCE, decode_entities, references_to
+from keras_transformer.data.tag_grammar import (  # noqa: F401  (re-exported)
+    ATTRIBUTE,
+    COMMENT,
+    NAME,
+    RAW,
+    RAW_ELEMENT,
+    TAG,
+    VOID,
+    TagStructure,
+    tag_structure,
+)
 from keras_transformer.data.tokenizer import SPACES, SPACES_RE2, remove_invisible
 
 MARK = "\x1e"  # stands for a tag while words are counted (never text: removed from inputs)
@@ -61,16 +73,6 @@ GAP = "\x1f"  # marks whitespace runs while output words are split (as the segme
 HIDDEN = "\x1d"  # in the placeholder of a hidden element (never text: removed from inputs)
 SPLIT = "\x1c"  # the space a line break between two words stands for (removed from inputs)
 SPACE_REFERENCES = references_to(SPACES)  # "&nbsp;", "&#8239;", ...: spaces to the model
-NAME = r"[A-Za-z_][\w:.-]*"
-ATTRIBUTE = r"\s+[^\s=<>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))?"
-# Comments, CDATA sections, `<!DOCTYPE html>` and `<?xml ...?>` are tags that enclose
-# nothing, kept byte for byte (`(?s:.*?)`: the shortest).
-COMMENT = r"<!--(?s:.*?)-->|<!\[CDATA\[(?s:.*?)\]\]>|<![A-Za-z][^>]*>|<\?[^>]*>"
-# HTML's raw text elements: their content is code, never markup or text, so the whole element
-# is one tag that encloses nothing ('<script>if (a<b) f("<p>");</script>').
-RAW = ("script", "style")
-RAW_ELEMENT = "|".join(f"<(?i:{n})(?:{ATTRIBUTE})*\\s*>(?s:.*?)</(?i:{n})\\s*>" for n in RAW)
-TAG = f"{COMMENT}|{RAW_ELEMENT}|</{NAME}\\s*>|<{NAME}(?:{ATTRIBUTE})*\\s*/?>"
 # HTML's `translate="no"` and the `notranslate` class (Google's and Microsoft's web
 # translators honour both): the element, content and all, comes back as it was.
 _NO = r"""(?:"\s*no\s*"|'\s*no\s*'|no)"""
@@ -83,9 +85,6 @@ BREAKS = ("br", "hr", "p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "
           "th", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "section",
           "article", "header", "footer", "nav", "aside", "figure", "figcaption", "option",
           "title")  # fmt: skip
-# HTML's void elements: never closed, so `<br>` encloses nothing, as `<br/>` does.
-VOID = ("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-        "source", "track", "wbr")  # fmt: skip
 _BREAK = f"(?i:{'|'.join(BREAKS)})"
 BREAK_TAG = f"</{_BREAK}\\s*>|<{_BREAK}(?:{ATTRIBUTE})*\\s*/?>"
 # Per input; more is translated without tags, with a warning (bounded work: the pairing and
@@ -178,90 +177,6 @@ def tag_words(texts) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
     )
 
 
-def _pairs(kind, names):
-    """One pass over dense `(batch, T)` tags in document order with a stack per input
-    (`kind` -1 after an input's last tag): int32 `(batch, T)` partners (an opening tag's
-    closing one and back, -1 elsewhere) and bool `(batch,)` whether each input's tags nest."""
-    batch, width = tf.shape(kind)[0], tf.shape(kind)[1]
-    rows = tf.range(batch)
-
-    def body(i, stack, top, partner, bad):
-        opened = tf.gather(stack, tf.maximum(top - 1, 0), batch_dims=1)  # the stack's top
-        same = tf.equal(tf.gather(names, opened, batch_dims=1), names[:, i])
-        closing, opening = tf.equal(kind[:, i], 1), tf.equal(kind[:, i], 0)
-        pairs = closing & (top > 0) & same
-        bad |= closing & ~pairs
-        at_top = tf.stack([rows, top], 1)
-        stack = tf.tensor_scatter_nd_update(
-            stack, at_top, tf.where(opening, i, tf.gather_nd(stack, at_top))
-        )
-        here = tf.stack([rows, tf.fill([batch], i)], 1)
-        there = tf.stack([rows, opened], 1)
-        partner = tf.tensor_scatter_nd_update(
-            partner, here, tf.where(pairs, opened, tf.gather_nd(partner, here))
-        )
-        partner = tf.tensor_scatter_nd_update(
-            partner, there, tf.where(pairs, i, tf.gather_nd(partner, there))
-        )
-        top += tf.cast(opening, tf.int32) - tf.cast(pairs, tf.int32)
-        return i + 1, stack, top, partner, bad
-
-    start = (0, tf.zeros([batch, width + 1], tf.int32), tf.zeros([batch], tf.int32),
-             tf.fill([batch, width], -1), tf.zeros([batch], tf.bool))  # fmt: skip
-    _, _, top, partner, bad = tf.while_loop(lambda i, *_: i < width, body, start)
-    return partner, ~bad & tf.equal(top, 0)
-
-
-def _kinds(tags: tf.RaggedTensor, names) -> tf.Tensor:
-    """ragged string `(batch, None)` tags and their flat lower-case names -> int32
-    `(all_tags,)`: 0 opening, 1 closing, 2 self-closing (`<x/>`, a comment, a void element's
-    `<br>`; but a void-named tag opens an element where its input also holds a closing tag
-    of that name: XML's `<link href="...">text</link>`, as in help pages, DocBook, DITA)."""
-    flat = tags.flat_values
-    closing = tf.strings.regex_full_match(flat, "</(?s).*")
-    void = f"(?i)<(?:{'|'.join(VOID)})(?:[\\s>](?s).*)"
-    alone = tf.strings.regex_full_match(flat, f"(?s).*/>|{COMMENT}|{RAW_ELEMENT}")
-    keys = tf.strings.join([names, tf.strings.as_string(tags.value_rowids())], "\x1e")
-    key, index = tf.unique(keys)  # (name, input) pairs
-    closed = tf.math.unsorted_segment_max(tf.cast(closing, tf.int32), index, tf.size(key))
-    void = tf.strings.regex_full_match(flat, void) & (tf.gather(closed, index) == 0)
-    return tf.where(closing, 1, tf.where(alone | void, 2, 0))
-
-
-class _Structure(NamedTuple):
-    """The tags of a batch of texts, dense `(batch, T <= MAX_TAGS)` (inputs with more tags
-    than `MAX_TAGS`: none): `kind` (-1 after an input's tags), `partner`, and per input the
-    tag `count` `(batch,)`, `few` (at most `MAX_TAGS`) and `nests`."""
-
-    tags: tf.RaggedTensor
-    count: tf.Tensor
-    few: tf.Tensor
-    kind: tf.Tensor
-    partner: tf.Tensor
-    nests: tf.Tensor
-    flat_kind: tf.Tensor = None  # (all_tags,)
-
-    def dense(self, values, default) -> tf.Tensor:
-        """Per-tag flat `values` `(all_tags,)` -> `(batch, T)`, `default` where none."""
-        small = tf.gather(self.few, self.tags.value_rowids())  # of an input with few tags
-        ragged = tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(values, small), tf.boolean_mask(self.tags.value_rowids(), small),
-            self.tags.nrows(),
-        )  # fmt: skip
-        return ragged.to_tensor(default)
-
-
-def _structure(tags: tf.RaggedTensor) -> _Structure:
-    count = tags.row_lengths()  # (batch,)
-    few = count <= MAX_TAGS
-    parts = _Structure(tags, count, few, None, None, None)
-    names = tf.strings.regex_replace(tags.flat_values, f"^</?({NAME})(?s).*$", r"\1")
-    flat_kind = _kinds(tags, tf.strings.lower(names))
-    kind = parts.dense(flat_kind, -1)  # (batch, T)
-    partner, nests = _pairs(kind, parts.dense(names, ""))
-    return parts._replace(kind=kind, partner=partner, nests=nests, flat_kind=flat_kind)
-
-
 def hide_elements(texts) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """string `(batch,)` -> `(texts, hidden, spaced)`: each comment, raw text element and
     element marked not to be translated (`NO_TRANSLATE`, with everything inside it) replaced
@@ -272,7 +187,7 @@ def hide_elements(texts) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     parts, position = tag_parts(texts)  # (batch, 2 N + 1): text, tag, text, ..., text
     is_tag = tf.equal(position % 2, 1)
     tags = _tags_of(parts, position)  # (batch, N)
-    found = _structure(tags)
+    found = tag_structure(tags, MAX_TAGS)
     ok = (found.few & found.nests)[:, None]  # (batch, 1)
     opens = found.dense(tf.strings.regex_full_match(tags.flat_values, NO_TRANSLATE), False)
     opens &= tf.equal(found.kind, 0) & ok  # (batch, T): an element not to translate begins
@@ -379,7 +294,7 @@ def _layout(parts, position, ok) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor,
     return parts.with_flat_values(flat), prefix, suffix, trim
 
 
-def _empty(parts, position, found: _Structure) -> tf.Tensor:
+def _empty(parts, position, found: TagStructure) -> tf.Tensor:
     """bool `(all_tags,)`: the tags of an element with no text but whitespace between its
     opening and closing tag (the characters of text parts before each, counted across the
     batch, are equal); False in inputs with more than `MAX_TAGS` tags."""
@@ -412,7 +327,7 @@ def parse_markup(texts) -> ParsedMarkup:
     parts, position = tag_parts(texts)  # (batch, 2 N + 1): text, tag, text, ..., text
     is_tag = tf.equal(position % 2, 1)  # (all_parts,)
     tags = _tags_of(parts, position)  # (batch, N)
-    found = _structure(tags)
+    found = tag_structure(tags, MAX_TAGS)
     ok = found.few & found.nests
     laid_parts, before, after_tag, trim = _layout(parts, position, ok)
     laid = tf.strings.reduce_join(laid_parts, axis=1)
