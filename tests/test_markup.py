@@ -57,6 +57,9 @@ PARSE_CASES = (
      ["<!-- a <b> note -->", "<b>", "</b>"], [1, 2, None], [0, 2, None]),
     ("blocks", "end.<p>Next one</p><hr>", "end. Next one", ["<p>", "</p>", "<hr>"],
      [1, None, 3], [2, None, 2]),
+    # names pair without case, as HTML reads them
+    ("names without case", '<A HREF="x">Click <B>OK</b></a> now.', "Click OK now.",
+     ['<A HREF="x">', "<B>", "</b>", "</a>"], [0, 1, None, None], [1, 1, None, None]),
     # a void element's name opens an element where the input closes one (XML's <link>)
     ("void name closed", 'Call the <link href="x.xhp">Table Wizard</link> <br>now.',
      "Call the Table Wizard now.", ['<link href="x.xhp">', "</link>", "<br>"], [2, None, 4],

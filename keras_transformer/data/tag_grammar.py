@@ -1,6 +1,7 @@
 """The tag grammar of `data/markup.py` (RE2) and the structure of each input's list of tags,
 in stock TF ops: their kinds (opening, closing, enclosing nothing), the partner of each
-opening and closing tag (a stack per input), and whether they nest.
+opening and closing tag (a stack per input; names compared without case, as HTML does), and
+whether they nest.
 
     structure = tag_structure(tags, max_tags=4096)  # tags: ragged string (batch, None)
     structure.kind     # int32 (batch, T): 0 opening, 1 closing, 2 self-closing, -1 none
@@ -107,7 +108,8 @@ def tag_structure(tags: tf.RaggedTensor, max_tags: int) -> TagStructure:
     few = count <= max_tags
     parts = TagStructure(tags, count, few, None, None, None)
     names = tf.strings.regex_replace(tags.flat_values, f"^</?({NAME})(?s).*$", r"\1")
-    flat_kind = kinds(tags, tf.strings.lower(names))
+    names = tf.strings.lower(names)  # HTML's names know no case: <B>bold</b> is an element
+    flat_kind = kinds(tags, names)
     kind = parts.dense(flat_kind, -1)  # (batch, T)
     partner, nests = pairs(kind, parts.dense(names, ""))
     return parts._replace(kind=kind, partner=partner, nests=nests, flat_kind=flat_kind)
