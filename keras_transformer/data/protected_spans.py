@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from keras_transformer.data.tokenizer import (
     INVISIBLE,
-    INVISIBLE_RE2,
+    re2_ranges,
     remove_invisible,
     split_words,
 )
@@ -83,7 +83,7 @@ PATTERNS = (
 _TEXT_PIECES, _BYTE_PIECE = (1, 4), 6
 # A word's characters around an unknown one: letters, marks, digits and invisible characters
 # (the joiners and variation selectors of "👨‍👩‍👧" and "❤️" stay in the span).
-_WORD = r"[\p{L}\p{M}\p{N}" + INVISIBLE_RE2[1:-1] + "]"
+_WORD = r"[\p{L}\p{M}\p{N}" + re2_ranges(INVISIBLE) + "]"
 
 
 @functools.lru_cache(maxsize=8)
@@ -111,8 +111,10 @@ def unknown_span(model_proto: bytes) -> SpanPattern | None:
 def _writable(point: int, chars: set) -> bool:
     """Whether code point `point` is whitespace, written by `chars` (itself or in NFKC), or
     invisible (`tokenizer.INVISIBLE`: removed before the model reads the text)."""
-    if 0xD800 <= point < 0xE000 or any(a <= point <= b for a, b in INVISIBLE):
+    if 0xD800 <= point < 0xE000:
         return True  # surrogates: never in UTF-8 text
+    if any(a <= point <= b for a, b in INVISIBLE):
+        return True
     char = chr(point)
     if char in chars or char.isspace():
         return True
@@ -126,9 +128,9 @@ def _ranges(points: list) -> str:
     for i, point in enumerate(points):
         start = point if start is None else start
         if i + 1 == len(points) or points[i + 1] != point + 1:
-            found.append(f"\\x{{{start:x}}}" + (f"-\\x{{{point:x}}}" if point > start else ""))
+            found.append((start, point))
             start = None
-    return "".join(found)
+    return re2_ranges(found)
 
 
 def span_patterns(model_proto: bytes | None = None) -> tuple[SpanPattern, ...]:

@@ -71,12 +71,12 @@ def kinds(tags: tf.RaggedTensor, names) -> tf.Tensor:
     of that name: XML's `<link href="...">text</link>`, as in help pages, DocBook, DITA)."""
     flat = tags.flat_values
     closing = tf.strings.regex_full_match(flat, "</(?s).*")
-    void = f"(?i)<(?:{'|'.join(VOID)})(?:[\\s>](?s).*)"
+    void_tag = f"(?i)<(?:{'|'.join(VOID)})(?:[\\s>](?s).*)"
     alone = tf.strings.regex_full_match(flat, f"(?s).*/>|{COMMENT}|{RAW_ELEMENT}")
     keys = tf.strings.join([names, tf.strings.as_string(tags.value_rowids())], "\x1e")
     key, index = tf.unique(keys)  # (name, input) pairs
     closed = tf.math.unsorted_segment_max(tf.cast(closing, tf.int32), index, tf.size(key))
-    void = tf.strings.regex_full_match(flat, void) & (tf.gather(closed, index) == 0)
+    void = tf.strings.regex_full_match(flat, void_tag) & (tf.gather(closed, index) == 0)
     return tf.where(closing, 1, tf.where(alone | void, 2, 0))
 
 

@@ -31,6 +31,13 @@ from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 logger = logging.getLogger("keras_transformer")
 
+
+def re2_ranges(ranges) -> str:
+    """Inclusive `(first, last)` code point pairs -> the inside of an RE2 character class
+    (`\\x{41}-\\x{5a}\\x{ad}...`)."""
+    return "".join(f"\\x{{{a:x}}}" + (f"-\\x{{{b:x}}}" if b > a else "") for a, b in ranges)
+
+
 # Unicode's Default_Ignorable_Code_Point (format characters a renderer shows as nothing),
 # less U+200C ZERO WIDTH NON-JOINER (in Persian and Indic text it parts a word, and
 # SentencePiece reads it as a word boundary) and the Hangul fillers (letters of conjoining
@@ -41,7 +48,7 @@ INVISIBLE = (
     (0x202A, 0x202E), (0x2060, 0x206F), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
     (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
 )  # fmt: skip
-INVISIBLE_RE2 = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in INVISIBLE) + "]"
+INVISIBLE_RE2 = f"[{re2_ranges(INVISIBLE)}]"
 _INVISIBLE_PYTHON = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in INVISIBLE) + "]")
 
 
@@ -53,7 +60,7 @@ SPACES = (
     (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x200C, 0x200C), (0x2028, 0x2029),
     (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
 )  # fmt: skip
-SPACES_RE2 = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in SPACES) + "]"
+SPACES_RE2 = f"[{re2_ranges(SPACES)}]"
 
 
 def split_words(texts) -> tf.RaggedTensor:
