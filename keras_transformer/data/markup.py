@@ -155,7 +155,8 @@ def tag_words(texts) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
     """For each tag of `texts` `(batch,)`: `(ended, begun)` int32 ragged `(batch, None)`, the
     words of the text without tags that end before it and that begin before it."""
     marked = tf.strings.regex_replace(texts, TAG, MARK)
-    # Words as the model reads them: a no-break space (or "&nbsp;") parts two words.
+    # Words as the model reads them (`tokenizer.split_words`' rule, kept in step with it): a
+    # no-break space (or "&nbsp;") parts two words, invisible characters alone make none.
     marked = tf.strings.regex_replace(marked, f"{SPACES_RE2}|{SPACE_REFERENCES}", " ")
     tokens = tf.strings.split(marked)  # (batch, tokens): whitespace runs of the marked text
     words = remove_invisible(tf.strings.regex_replace(tokens.flat_values, MARK, ""))

@@ -66,7 +66,8 @@ SPACES_RE2 = f"[{re2_ranges(SPACES)}]"
 def split_words(texts) -> tf.RaggedTensor:
     """string `(n,)` -> ragged string `(n, None)`: the words as the model reads them (each
     begins a SentencePiece word, "\u2581..."): split at ASCII whitespace and at `SPACES`,
-    less those of `INVISIBLE` characters only (the tokenizer removes them)."""
+    less those of `INVISIBLE` characters only (the tokenizer removes them). `markup.tag_words`
+    counts words by the same rule on text with tag marks: change both together."""
     texts = tf.convert_to_tensor(texts, tf.string)
     words = tf.strings.split(tf.strings.regex_replace(texts, SPACES_RE2, " "))
     visible = tf.strings.length(remove_invisible(words.flat_values)) > 0
