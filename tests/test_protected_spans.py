@@ -2,6 +2,7 @@
 placement of missing spans by hand-written alignments against the expected sentences."""
 
 import re
+import unicodedata
 
 import pytest
 import tensorflow as tf
@@ -36,6 +37,26 @@ def test_each_case_is_its_patterns():
 def test_plain_words_hold_no_span():
     text = "Choose Format - Cells, then OK; 50% is a < b and {not valid."
     assert _spans(text) == ["50"]
+
+
+def test_spans_joined_by_other_characters_than_letters_are_one():
+    import random
+
+    text = 'On 12/05/2024, 1,000–2,000 (1.2.3/1.2.4) Ctrl+C/Ctrl+V 10am-5pm 3x4 "1-2";0 4×3 x86_64'
+    assert _spans(text) == [
+        "12/05/2024", "1,000–2,000", "1.2.3/1.2.4", "Ctrl+C/Ctrl+V", "10", "3", "1-2", "4×3",
+        "86_64",
+    ]  # fmt: skip
+    # Against Python's re: every span of the table, left to right, then joined (`_joined`).
+    table = re.compile(ps.span_regex(), re.ASCII)  # RE2's \d, \w and \s are ASCII
+    pool = list("0123456789/-–.,:;_+%'\"×xaAé|€( ") + ["Ctrl+", "Shift+", "https://", "www.", "@",
+                                                "{0}", "%s", "$(A)", "F5", "\u00a0"]  # fmt: skip
+    rng = random.Random(0)
+    words = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 8))) for _ in range(600)]
+    words = [w for w in (w.strip().split()[0] if w.strip() else "" for w in words) if w]
+    got = [s.decode() for s in ps.first_spans(tf.constant(words)).numpy()]
+    expected = [_joined(w, [m.span() for m in table.finditer(w)]) for w in words]
+    assert got == expected
 
 
 def test_restore_keeps_copies_replaces_and_inserts():
@@ -97,16 +118,28 @@ def _spm(tmp_path, **options):
 
 def _unknown_reference(word, unknown):
     """The first maximal run of letters, marks, digits, invisible and unknown characters that
-    holds an unknown one ("" if none), in Python."""
-    import unicodedata
+    holds an unknown one, with the runs joined to it (`_joined`), in Python."""
 
     def joins(c):
         return unicodedata.category(c)[0] in "LMN" or not remove_invisible_text(c) or unknown(c)
 
-    runs = re.findall(
+    runs = [m.span() for m in re.finditer(
         "(?:" + "|".join(re.escape(c) for c in sorted(set(word)) if joins(c)) + ")+", word
-    ) if word else []  # fmt: skip
-    return next((run for run in runs if any(unknown(c) for c in run)), "")
+    ) if any(unknown(c) for c in m.group())] if word else []  # fmt: skip
+    return _joined(word, runs)
+
+
+def _joined(word, spans):
+    """The first of `spans` (start, end) in `word` with those after it that only `JOINER`
+    characters part from it ("" if none), in Python."""
+    if not spans:
+        return ""
+    start, end = spans[0]
+    for a, b in spans[1:]:
+        if not re.fullmatch(f"{ps.JOINER}*", word[end:a]):
+            break
+        end = b
+    return word[start:end]
 
 
 def test_unknown_span_is_what_the_tokenizer_reads_as_unknown(tmp_path):
@@ -195,3 +228,25 @@ def test_a_no_break_space_parts_words_as_the_model_reads_them():
     (the alignments index those words), and a word of invisible characters only is none."""
     got = ps.protected_words(tf.constant(["Pay 1\u00a0000 \u200b €\u202fnow at 3\u2009pm"]))
     assert [w.decode() for w in got[0].numpy()] == ["", "1", "000", "", "", "", "3", ""]
+
+
+def test_a_missing_span_replaces_the_models_stray_of_its_row():
+    sources = [
+        "Released on 03/15/2012 (see https://example.com/a).",
+        "From 10 to 20 and 30.",
+        "Press Ctrl+C/Ctrl+V and see 7.",
+    ]
+    translations = [  # the model's mangled date is not the word aligned to the source's
+        "Veröffentlicht nächsten Befehl (0/30/112,5/2012) https://exa.com/b.",
+        "Von 1 bis 2 und 30.",  # two strays of the number row, in order
+        "Drücken Sie Strg+C/Strg+V 9 und siehe.",  # the number's stray is not the key's
+    ]
+    links = tf.constant(
+        [[0, 1, 2, 1, 4, -1], [0, 1, 2, 1, 4, 5], [0, 0, 1, 4, 3, 2]], tf.int32
+    )  # fmt: skip
+    out = [t.decode() for t in ps.restore_spans(sources, translations, links).numpy()]
+    assert out == [
+        "Veröffentlicht nächsten Befehl (03/15/2012) https://example.com/a.",
+        "Von 10 bis 20 und 30.",
+        "Drücken Sie Ctrl+C/Ctrl+V 7 und siehe.",  # the key by its alignment
+    ]

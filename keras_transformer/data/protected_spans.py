@@ -9,15 +9,19 @@ string ops (the export runs them; no py_function).
 
 How. The model translates the sentence as it is (it sees the span in context). Afterwards,
 for each source word that holds a span (its first one, by the first pattern of `PATTERNS`
-that matches), the output is searched for the same span (the first span of each output
-word): where the model copied it, nothing changes. Where it did not, the span is placed by
-the word alignments (`links`: the source word of each output word, as
+that matches, with the spans `JOINER` characters join to it: "12/05/2024", "1,000–2,000",
+"Ctrl+C/Ctrl+V" are one), the output is searched for the same span (the
+first span of each output word, read the same way): where the model copied it, nothing
+changes. Where it did not, it replaces the model's stray of its row, where the model wrote
+one: an output word whose span no source word of the sentence holds ("0/30/112,5/2012"
+for "03/15/2012"; the k-th missing span of a row takes the k-th stray of that row). Else
+the span is placed by the word alignments (`links`: the source word of each output word, as
 `decoding.alignments.align_ids` returns them): it replaces the first output word aligned to
-its source word (keeping that word's trailing punctuation), or, where no output word is
-aligned to it or its row does not replace (`SpanPattern.replaces`: separators), it is
-inserted after the output word aligned to the nearest source word before it (at the start
-if none). So every span of the source comes back verbatim, once
-per source word that holds it.
+its source word, or, where no output word is aligned to it or its row does not replace
+(`SpanPattern.replaces`: separators), it is inserted after the output word aligned to the
+nearest source word before it (at the start if none). A replaced word keeps its opening
+brackets and quotes and its trailing punctuation. So every span of the source comes back
+verbatim, once per source word that holds it.
 
 A span is found inside one whitespace word (the unit of the alignments): `<x id="1"/>`,
 which holds a space, is a self-closing tag of the markup path (`data/markup.py`).
@@ -50,6 +54,12 @@ MODIFIERS = r"Ctrl|Control|Shift|Alt|AltGr|Option|Opt|Cmd|Command|Meta|Super|Win
 # Not a closing bracket: "$(INSTDIR)" ends with one.
 EDGE_PUNCTUATION = r"^[(\[\"'„“‚‘]+|[.,;:!?\"'”“’]+$"
 PLACE_PUNCTUATION = r"[.,;:!?)\]\"'”’»]*"  # what a replaced output word keeps at its end
+PLACE_OPENING = r"[(\[\"'„“‚‘«]*"  # and at its start: "(0/30/112,5/2012)." -> "(03/15/2012)."
+# Between two spans of one word, what joins them into one: "12/05/2024", "2024-05-12",
+# "1,000–2,000", "1.2.3/1.2.4", "Ctrl+C/Ctrl+V", "1920×1080", "x86_64", a formula's
+# "2016;9;12" are one span each. Not letters ("10am-5pm" holds two spans), quotes or brackets
+# (a formula's `"2008-07-01";0` holds two).
+JOINER = r"[-–—/+.:;_×]"
 
 
 @dataclass(frozen=True)
@@ -146,9 +156,13 @@ def span_regex(patterns=PATTERNS) -> str:
 
 
 def first_spans(words, patterns=PATTERNS) -> tf.Tensor:
-    """string `(n,)` words -> string `(n,)`: the first protected span in each, "" if none."""
+    """string `(n,)` words -> string `(n,)`: the first protected span in each, "" if none,
+    with the spans `JOINER` characters join to it: a date, a range, two versions or two keys
+    are one span ("12/05/2024", "1,000–2,000", "1.2.3/1.2.4", "Ctrl+C/Ctrl+V"), found or put
+    back whole."""
     words = tf.convert_to_tensor(words, tf.string)
-    regex = span_regex(patterns)
+    one = span_regex(patterns)
+    regex = f"(?:{one})(?:{JOINER}*?(?:{one}))*"
     has = tf.strings.regex_full_match(words, f"(?s).*?(?:{regex}).*")
     first = tf.strings.regex_replace(words, f"(?s)^.*?({regex}).*$", r"\1", replace_global=False)
     return tf.where(has, first, "")
@@ -172,11 +186,61 @@ def protected_words(texts, patterns=PATTERNS) -> tf.RaggedTensor:
     return spans.with_flat_values(first_spans(visible, patterns))
 
 
+def _kinds(spans, patterns) -> tf.Tensor:
+    """string `(k,)` spans (`first_spans`' runs) -> int32 `(k,)`: the row of `patterns` its
+    first span matched (earlier rows win, as in `span_regex`); `len(patterns)` for ""."""
+    starts = tf.stack(
+        [tf.strings.regex_full_match(spans, f"(?s)(?:{p.pattern}).*") for p in patterns]
+        + [tf.ones_like(spans, tf.bool)]
+    )  # (P + 1, k)
+    return tf.cast(tf.argmax(tf.cast(starts, tf.int32), axis=0), tf.int32)
+
+
+def _ranks(keys) -> tf.Tensor:
+    """int64 `(k,)` -> int64 `(k,)`: how many earlier entries hold the same key."""
+    order = tf.argsort(keys, stable=True)
+    _, group = tf.unique(tf.gather(keys, order))
+    positions = tf.range(tf.size(keys, out_type=tf.int64))
+    in_group = positions - tf.gather(tf.math.segment_min(positions, group), group)
+    return tf.scatter_nd(order[:, None], in_group, tf.shape(keys))
+
+
+def _strays(spans, output, patterns):
+    """`protected_words` of the sources `(n, SW)` and of the outputs `(n, TW')` -> the output
+    words holding a span that no source word of their sentence holds (the model's mangled
+    copy of a missing one, "0/30/112,5/2012" for "03/15/2012"): int64 `(s,)` key (sentence,
+    row of `patterns`, rank among the sentence's strays of that row), int32 `(s,)` word."""
+    rows = output.value_rowids()
+    words = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(output.row_starts(), rows)
+    known = tf.reduce_any(
+        tf.equal(tf.gather(spans.to_tensor(""), rows), output.flat_values[:, None]), axis=1
+    )  # (TW'',): a source word of the sentence holds it
+    kind = _kinds(output.flat_values, patterns)
+    stray = tf.where((output.flat_values != "") & ~known & _replacing(kind, patterns))[:, 0]
+    key = _key(tf.gather(rows, stray), tf.gather(kind, stray), len(patterns))
+    return key + _ranks(key), tf.cast(tf.gather(words, stray), tf.int32)
+
+
+def _replacing(kind, patterns) -> tf.Tensor:
+    """int32 `(k,)` rows of `patterns` -> bool `(k,)`: the row's missing spans replace a word."""
+    return tf.gather(tf.constant([p.replaces for p in patterns] + [False]), kind)
+
+
+def _key(row, kind, n_patterns: int) -> tf.Tensor:
+    """(sentence, pattern row) as one int64, leaving room for a rank below 2**31."""
+    return (tf.cast(row, tf.int64) * (n_patterns + 1) + tf.cast(kind, tf.int64)) * 2**31
+
+
 def _claims(sources, translations, links, patterns):
     """Each missing span: (its text, its sentence, the output word it replaces or -1, the
-    insertion slot after which it goes: 0 = before the first word)."""
+    insertion slot after which it goes: 0 = before the first word, its source word).
+
+    The word a missing span replaces: the model's stray of the same row, where it wrote one
+    (`_strays`; the k-th missing span of a row in a sentence takes the k-th stray of that row,
+    both in word order), else the first output word aligned to its source word."""
     spans = protected_words(sources, patterns)  # (n, SW)
-    output_spans = protected_words(translations, patterns).to_tensor("")  # (n, TW')
+    output = protected_words(translations, patterns)  # (n, TW')
+    output_spans = output.to_tensor("")
     rows = spans.value_rowids()  # (total_source_words,)
     column = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(spans.row_starts(), rows)
     copied = tf.reduce_any(
@@ -192,11 +256,21 @@ def _claims(sources, translations, links, patterns):
     first_own = tf.reduce_min(tf.where(own, positions, width), axis=1)  # (m,)
     before = (tf.gather(links, row) < source_word[:, None]) & (tf.gather(links, row) >= 0)
     after_word = tf.maximum(tf.reduce_max(tf.where(before, positions, -1), axis=1), -1)
-    inserted = tuple(p for p in patterns if not p.replaces)
-    replacing = first_own < width
-    if inserted:  # the span of such a row is inserted
-        replacing &= ~tf.strings.regex_full_match(text, f"(?s){span_regex(inserted)}")
-    replaces = tf.where(replacing, first_own, -1)
+    kind = _kinds(text, patterns)
+    replacing = _replacing(kind, patterns)
+    key = _key(row, kind, len(patterns))
+    key += _ranks(key)
+    stray_keys, stray_words = _strays(spans, output, patterns)
+    order = tf.argsort(stray_keys)
+    sorted_keys = tf.concat([tf.gather(stray_keys, order), [tf.int64.max]], 0)  # a sentinel
+    at = tf.searchsorted(sorted_keys, key)  # (m,)
+    stray = tf.where(
+        tf.equal(tf.gather(sorted_keys, at), key) & replacing,
+        tf.gather(tf.concat([tf.gather(stray_words, order), [-1]], 0), at),
+        -1,
+    )
+    aligned = tf.where(replacing & (first_own < width), first_own, -1)
+    replaces = tf.where(stray >= 0, stray, aligned)
     return text, row, replaces, after_word + 1, source_word
 
 
@@ -234,8 +308,10 @@ def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: b
                   + 2 * (tf.range(tf.size(words.flat_values, out_type=tf.int64))
                          - tf.gather(words.row_starts(), words.value_rowids())) + 1)  # fmt: skip
     flat = tf.scatter_nd(word_slots[:, None], words.flat_values, [total])  # (total,)
+    opening = tf.strings.regex_replace(flat, f"(?s)^({PLACE_OPENING}).*$", r"\1")
     ending = tf.strings.regex_replace(flat, f"(?s)^.*?({PLACE_PUNCTUATION})$", r"\1")
-    flat = tf.where(tf.strings.length(replaced) > 0, tf.strings.join([replaced, ending]), flat)
+    kept = tf.strings.join([opening, replaced, ending])
+    flat = tf.where(tf.strings.length(replaced) > 0, kept, flat)
     flat = tf.strings.join([flat, inserts])  # a slot holds "" or its inserts, a word no insert
     all_parts = tf.RaggedTensor.from_row_lengths(flat, sizes)
     parts = tf.ragged.boolean_mask(all_parts, tf.strings.length(all_parts) > 0)

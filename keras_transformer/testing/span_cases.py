@@ -1,6 +1,6 @@
 """The protected-span table's test cases, one or more per pattern of
 `keras_transformer.data.protected_spans.PATTERNS`: `(pattern, text, expected spans)`, the
-spans in word order (each word's first one)."""
+spans in word order (each word's first one, with the spans `JOINER` characters join to it)."""
 
 from __future__ import annotations
 
@@ -19,5 +19,7 @@ SPAN_CASES = (
     ("key_combination", "Press Ctrl+Shift+F5 or Alt+Enter.", ["Ctrl+Shift+F5", "Alt+Enter"]),
     ("key_combination", "Press Cmd+Z (Ctrl+Z).", ["Cmd+Z", "Ctrl+Z"]),
     ("number", "Refresh 3 cells of 1,234.56 at 06:29:41.", ["3", "1,234.56", "06:29:41"]),
+    ("number", "Due 12/05/2024 or 2024-05-12 (p. 10–20).", ["12/05/2024", "2024-05-12", "10–20"]),
+    ("key_combination", "Copy and paste with Ctrl+C/Ctrl+V.", ["Ctrl+C/Ctrl+V"]),
     ("separator", "Home | Help › Tools / Options > Save a|b ||", ["|", "›", "/", ">", "||"]),
 )
