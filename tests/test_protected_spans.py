@@ -235,18 +235,22 @@ def test_a_missing_span_replaces_the_models_stray_of_its_row():
         "Released on 03/15/2012 (see https://example.com/a).",
         "From 10 to 20 and 30.",
         "Press Ctrl+C/Ctrl+V and see 7.",
+        "Pay $15,000 for 12.5MB.",
     ]
     translations = [  # the model's mangled date is not the word aligned to the source's
         "Veröffentlicht nächsten Befehl (0/30/112,5/2012) https://exa.com/b.",
         "Von 1 bis 2 und 30.",  # two strays of the number row, in order
         "Drücken Sie Strg+C/Strg+V 9 und siehe.",  # the number's stray is not the key's
+        "Zahlen Sie $0,00 für 12.M5BM.",  # "$" around a stray stays, letters do not
     ]
     links = tf.constant(
-        [[0, 1, 2, 1, 4, -1], [0, 1, 2, 1, 4, 5], [0, 0, 1, 4, 3, 2]], tf.int32
+        [[0, 1, 2, 1, 4, -1, -1], [0, 1, 2, 1, 4, 5, -1], [0, 0, 1, 4, 3, 2, -1],
+         [0, 0, 1, 2, 3, -1, -1]], tf.int32
     )  # fmt: skip
     out = [t.decode() for t in ps.restore_spans(sources, translations, links).numpy()]
     assert out == [
         "Veröffentlicht nächsten Befehl (03/15/2012) https://example.com/a.",
         "Von 10 bis 20 und 30.",
         "Drücken Sie Ctrl+C/Ctrl+V 7 und siehe.",  # the key by its alignment
+        "Zahlen Sie $15,000 für 12.5.",
     ]

@@ -36,6 +36,8 @@ def values(i: int) -> dict:
         "range with thousands": f"{low},000–{low + 5},500",
         "two versions": f"{1 + i % 3}.{i % 10}.{i % 7}/{1 + i % 3}.{i % 10}.{1 + i % 7}",
         "two key combinations": ("Ctrl+C/Ctrl+V", "Ctrl+Z/Ctrl+Y", "Alt+F4/Alt+Tab")[i % 3],
+        "price": f"${low},{250 + i % 7}",
+        "percentage range": f"{low}–{low + 5}%",
     }
 
 

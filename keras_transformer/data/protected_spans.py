@@ -20,8 +20,9 @@ the span is placed by the word alignments (`links`: the source word of each outp
 its source word, or, where no output word is aligned to it or its row does not replace
 (`SpanPattern.replaces`: separators), it is inserted after the output word aligned to the
 nearest source word before it (at the start if none). A replaced word keeps its opening
-brackets and quotes and its trailing punctuation. So every span of the source comes back
-verbatim, once per source word that holds it.
+brackets and quotes and its trailing punctuation; a stray whose span has no letter or digit
+around it keeps all around it ("$0,00" -> "$15,000"). So every span of the source comes
+back verbatim, once per source word that holds it.
 
 A span is found inside one whitespace word (the unit of the alignments): `<x id="1"/>`,
 which holds a space, is a self-closing tag of the markup path (`data/markup.py`).
@@ -155,14 +156,19 @@ def span_regex(patterns=PATTERNS) -> str:
     return "|".join(f"(?:{p.pattern})" for p in patterns)
 
 
+def run_regex(patterns=PATTERNS) -> str:
+    """A span and the spans `JOINER` characters join to it."""
+    one = span_regex(patterns)
+    return f"(?:{one})(?:{JOINER}*?(?:{one}))*"
+
+
 def first_spans(words, patterns=PATTERNS) -> tf.Tensor:
     """string `(n,)` words -> string `(n,)`: the first protected span in each, "" if none,
     with the spans `JOINER` characters join to it: a date, a range, two versions or two keys
     are one span ("12/05/2024", "1,000–2,000", "1.2.3/1.2.4", "Ctrl+C/Ctrl+V"), found or put
     back whole."""
     words = tf.convert_to_tensor(words, tf.string)
-    one = span_regex(patterns)
-    regex = f"(?:{one})(?:{JOINER}*?(?:{one}))*"
+    regex = run_regex(patterns)
     has = tf.strings.regex_full_match(words, f"(?s).*?(?:{regex}).*")
     first = tf.strings.regex_replace(words, f"(?s)^.*?({regex}).*$", r"\1", replace_global=False)
     return tf.where(has, first, "")
@@ -206,19 +212,20 @@ def _ranks(keys) -> tf.Tensor:
 
 
 def _strays(spans, output, patterns):
-    """`protected_words` of the sources `(n, SW)` and of the outputs `(n, TW')` -> the output
-    words holding a span that no source word of their sentence holds (the model's mangled
-    copy of a missing one, "0/30/112,5/2012" for "03/15/2012"): int64 `(s,)` key (sentence,
-    row of `patterns`, rank among the sentence's strays of that row), int32 `(s,)` word."""
+    """`protected_words` of the sources `(n, SW)` and of the outputs `(n, TW')` -> the model's
+    strays: output words holding a span that no source word of their sentence holds (its
+    mangled copy of a missing one: "(0/30/112,5/2012)." for "03/15/2012", "$0,00" for
+    "$15,000"). int64 `(s,)` key (sentence, row of `patterns`, rank among the sentence's
+    strays of that row), int32 `(s,)` output word."""
     rows = output.value_rowids()
-    words = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(output.row_starts(), rows)
+    column = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(output.row_starts(), rows)
     known = tf.reduce_any(
         tf.equal(tf.gather(spans.to_tensor(""), rows), output.flat_values[:, None]), axis=1
     )  # (TW'',): a source word of the sentence holds it
     kind = _kinds(output.flat_values, patterns)
     stray = tf.where((output.flat_values != "") & ~known & _replacing(kind, patterns))[:, 0]
     key = _key(tf.gather(rows, stray), tf.gather(kind, stray), len(patterns))
-    return key + _ranks(key), tf.cast(tf.gather(words, stray), tf.int32)
+    return key + _ranks(key), tf.cast(tf.gather(column, stray), tf.int32)
 
 
 def _replacing(kind, patterns) -> tf.Tensor:
@@ -233,7 +240,8 @@ def _key(row, kind, n_patterns: int) -> tf.Tensor:
 
 def _claims(sources, translations, links, patterns):
     """Each missing span: (its text, its sentence, the output word it replaces or -1, the
-    insertion slot after which it goes: 0 = before the first word, its source word).
+    insertion slot after which it goes: 0 = before the first word, its source word, whether
+    the word it replaces is a stray).
 
     The word a missing span replaces: the model's stray of the same row, where it wrote one
     (`_strays`; the k-th missing span of a row in a sentence takes the k-th stray of that row,
@@ -271,7 +279,25 @@ def _claims(sources, translations, links, patterns):
     )
     aligned = tf.where(replacing & (first_own < width), first_own, -1)
     replaces = tf.where(stray >= 0, stray, aligned)
-    return text, row, replaces, after_word + 1, source_word
+    return text, row, replaces, after_word + 1, source_word, stray >= 0
+
+
+def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
+    """string `(k,)` output words, the spans put in their place, and "" or not where the word
+    is a stray (`_strays`) -> `(k,)`: each span with the word's opening brackets and quotes
+    and its trailing punctuation; in a stray whose span has no letter or digit around it,
+    with everything around it instead (a currency sign or "%" the model wrote: "$0,00" ->
+    "$15,000"; but "12.M5BM." -> "12.5.")."""
+    opening = tf.strings.regex_replace(words, f"(?s)^({PLACE_OPENING}).*$", r"\1")
+    ending = tf.strings.regex_replace(words, f"(?s)^.*?({PLACE_PUNCTUATION})$", r"\1")
+    run = run_regex(patterns)
+    before = tf.strings.regex_replace(words, f"(?s)^(.*?)(?:{run}).*$", r"\1")
+    after = tf.strings.regex_replace(words, f"(?s)^.*?(?:{run})(.*)$", r"\1")
+    around = (tf.strings.length(strayed) > 0) & tf.strings.regex_full_match(
+        tf.strings.join([before, after]), r"(?s)[^\p{L}\p{N}]*"
+    )  # fmt: skip
+    return tf.where(around, tf.strings.join([before, spans, after]),
+                    tf.strings.join([opening, spans, ending]))  # fmt: skip
 
 
 def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: bool = False):
@@ -283,7 +309,9 @@ def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: b
     sources = tf.convert_to_tensor(sources, tf.string)
     translations = tf.convert_to_tensor(translations, tf.string)
     words = tf.strings.split(translations)  # (n, TW)
-    text, row, replaces, slot, source_word = _claims(sources, translations, links, patterns)
+    text, row, replaces, slot, source_word, by_stray = _claims(
+        sources, translations, links, patterns
+    )
     counts = words.row_lengths()  # (n,)
     sizes = 2 * counts + 1  # slot 0, word 0, slot 1, ..., word TW-1, slot TW
     offsets = tf.cumsum(sizes, exclusive=True)  # (n,)
@@ -308,10 +336,8 @@ def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: b
                   + 2 * (tf.range(tf.size(words.flat_values, out_type=tf.int64))
                          - tf.gather(words.row_starts(), words.value_rowids())) + 1)  # fmt: skip
     flat = tf.scatter_nd(word_slots[:, None], words.flat_values, [total])  # (total,)
-    opening = tf.strings.regex_replace(flat, f"(?s)^({PLACE_OPENING}).*$", r"\1")
-    ending = tf.strings.regex_replace(flat, f"(?s)^.*?({PLACE_PUNCTUATION})$", r"\1")
-    kept = tf.strings.join([opening, replaced, ending])
-    flat = tf.where(tf.strings.length(replaced) > 0, kept, flat)
+    flat = tf.where(tf.strings.length(replaced) > 0, _replaced(flat, replaced, place(
+        tf.where(by_stray, "s", ""))[1], patterns), flat)  # fmt: skip
     flat = tf.strings.join([flat, inserts])  # a slot holds "" or its inserts, a word no insert
     all_parts = tf.RaggedTensor.from_row_lengths(flat, sizes)
     parts = tf.ragged.boolean_mask(all_parts, tf.strings.length(all_parts) > 0)
