@@ -254,3 +254,15 @@ def test_a_missing_span_replaces_the_models_stray_of_its_row():
         "Drücken Sie Ctrl+C/Ctrl+V 7 und siehe.",  # the key by its alignment
         "Zahlen Sie $15,000 für 12.5.",
     ]
+
+
+def test_a_sign_the_model_dropped_comes_back():
+    out = ps.restore_spans(
+        ["It fell to -5 °C (+4.3%).", "Call +49 30 at COVID-19 time."],
+        ["Es fiel auf 5 °C (4.3 %).", "Rufen Sie 49 30 zur COVID-19-Zeit an."],
+        [[0, 1, 2, 3, 4, 5, -1], [0, 0, 1, 2, 4, 5, 0]],
+    )  # fmt: skip
+    assert [t.decode() for t in out.numpy()] == [
+        "Es fiel auf -5 °C (+4.3 %).",
+        "Rufen Sie +49 30 zur COVID-19-Zeit an.",  # "19" of a word is no sign's
+    ]

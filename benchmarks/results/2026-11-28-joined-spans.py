@@ -38,6 +38,9 @@ def values(i: int) -> dict:
         "two key combinations": ("Ctrl+C/Ctrl+V", "Ctrl+Z/Ctrl+Y", "Alt+F4/Alt+Tab")[i % 3],
         "price": f"${low},{250 + i % 7}",
         "percentage range": f"{low}–{low + 5}%",
+        "negative temperature": f"-{1 + i % 20} °C",
+        "change in percent": f"+{1 + i % 9}.{i % 10}%",
+        "phone number": f"+{30 + i % 60} {100 + i} {1000000 + 7 * i}",
     }
 
 

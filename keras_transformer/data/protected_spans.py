@@ -53,7 +53,8 @@ KEYS = (
 )
 MODIFIERS = r"Ctrl|Control|Shift|Alt|AltGr|Option|Opt|Cmd|Command|Meta|Super|Win|Fn"
 # Not a closing bracket: "$(INSTDIR)" ends with one.
-EDGE_PUNCTUATION = r"^[(\[\"'„“‚‘]+|[.,;:!?\"'”“’]+$"
+EDGE_OPENING = r"[(\[\"'„“‚‘]"
+EDGE_PUNCTUATION = f"^{EDGE_OPENING}+|[.,;:!?\"'”“’]+$"
 PLACE_PUNCTUATION = r"[.,;:!?)\]\"'”’»]*"  # what a replaced output word keeps at its end
 PLACE_OPENING = r"[(\[\"'„“‚‘«]*"  # and at its start: "(0/30/112,5/2012)." -> "(03/15/2012)."
 # Between two spans of one word, what joins them into one: "12/05/2024", "2024-05-12",
@@ -81,7 +82,9 @@ PATTERNS = (
     SpanPattern("brace_placeholder", r"\{\d+\}|\{[A-Za-z_][\w.]*\}"),
     SpanPattern("variable", r"\$\([A-Za-z_]\w*\)|\$\{[A-Za-z_]\w*\}"),
     SpanPattern("key_combination", f"(?:(?:{MODIFIERS})\\+)+(?:{KEYS})"),
-    SpanPattern("number", r"\d+(?:[.,:']\d+)*"),  # "1 000" (no-break): two words
+    # "1 000" (no-break): two words. A sign only where the word starts (after its opening
+    # brackets and quotes): "-5", "+49", "(+4.3%)" keep theirs; "COVID-19" holds "19".
+    SpanPattern("number", r"(?:^[+\-−])?\d+(?:[.,:']\d+)*"),
     # A word of separators only, as in menus and breadcrumbs ("Home | Help", "Tools › Options");
     # not dashes or guillemets, which a translation may rightly write in its own way.
     # The model writes no word for one, so a missing one is inserted, never put in place of
@@ -290,9 +293,13 @@ def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
     "$15,000"; but "12.M5BM." -> "12.5.")."""
     opening = tf.strings.regex_replace(words, f"(?s)^({PLACE_OPENING}).*$", r"\1")
     ending = tf.strings.regex_replace(words, f"(?s)^.*?({PLACE_PUNCTUATION})$", r"\1")
-    run = run_regex(patterns)
-    before = tf.strings.regex_replace(words, f"(?s)^(.*?)(?:{run}).*$", r"\1")
-    after = tf.strings.regex_replace(words, f"(?s)^.*?(?:{run})(.*)$", r"\1")
+    run = run_regex(patterns)  # read as `protected_words` reads: after the opening brackets
+    lead = tf.strings.regex_replace(words, f"(?s)^({EDGE_OPENING}*).*$", r"\1")
+    body = tf.strings.regex_replace(words, f"^{EDGE_OPENING}+", "")
+    before = tf.strings.join(
+        [lead, tf.strings.regex_replace(body, f"(?s)^(.*?)(?:{run}).*$", r"\1")]
+    )
+    after = tf.strings.regex_replace(body, f"(?s)^.*?(?:{run})(.*)$", r"\1")
     around = (tf.strings.length(strayed) > 0) & tf.strings.regex_full_match(
         tf.strings.join([before, after]), r"(?s)[^\p{L}\p{N}]*"
     )  # fmt: skip

@@ -20,6 +20,7 @@ SPAN_CASES = (
     ("key_combination", "Press Cmd+Z (Ctrl+Z).", ["Cmd+Z", "Ctrl+Z"]),
     ("number", "Refresh 3 cells of 1,234.56 at 06:29:41.", ["3", "1,234.56", "06:29:41"]),
     ("number", "Due 12/05/2024 or 2024-05-12 (p. 10–20).", ["12/05/2024", "2024-05-12", "10–20"]),
+    ("number", "At -5 °C, (+4.3%) or +49 30 (not COVID-19).", ["-5", "+4.3", "+49", "30", "19"]),
     ("key_combination", "Copy and paste with Ctrl+C/Ctrl+V.", ["Ctrl+C/Ctrl+V"]),
     ("separator", "Home | Help › Tools / Options > Save a|b ||", ["|", "›", "/", ">", "||"]),
 )
