@@ -67,8 +67,8 @@ JOINER = r"[-–—/+.:;_×]"
 @dataclass(frozen=True)
 class SpanPattern:
     """One row of the table: text that fully matches `pattern` (RE2) is protected. A missing
-    span replaces the output word aligned to it (`replaces`, the model wrote that word for
-    it), else it is inserted after the word aligned before it."""
+    span replaces the model's stray of its row or the output word aligned to it (`replaces`,
+    the model wrote that word for it), else it is inserted after the word aligned before it."""
 
     name: str
     pattern: str
@@ -302,7 +302,7 @@ def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
     after = tf.strings.regex_replace(body, f"(?s)^.*?(?:{run})(.*)$", r"\1")
     around = (tf.strings.length(strayed) > 0) & tf.strings.regex_full_match(
         tf.strings.join([before, after]), r"(?s)[^\p{L}\p{N}]*"
-    )  # fmt: skip
+    )  # (k,): a sign or punctuation only around the stray's span
     return tf.where(around, tf.strings.join([before, spans, after]),
                     tf.strings.join([opening, spans, ending]))  # fmt: skip
 
