@@ -195,6 +195,12 @@ def protected_words(texts, patterns=PATTERNS) -> tf.RaggedTensor:
     return spans.with_flat_values(first_spans(visible, patterns))
 
 
+def _columns(ragged: tf.RaggedTensor) -> tf.Tensor:
+    """int64 `(all_values,)`: each flat value's place in its row."""
+    rows = ragged.value_rowids()
+    return tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(ragged.row_starts(), rows)
+
+
 def _kinds(spans, patterns) -> tf.Tensor:
     """string `(k,)` spans (`first_spans`' runs) -> int32 `(k,)`: the row of `patterns` its
     first span matched (earlier rows win, as in `span_regex`); `len(patterns)` for ""."""
@@ -221,14 +227,13 @@ def _strays(spans, output, patterns):
     "$15,000"). int64 `(s,)` key (sentence, row of `patterns`, rank among the sentence's
     strays of that row), int32 `(s,)` output word."""
     rows = output.value_rowids()
-    column = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(output.row_starts(), rows)
     known = tf.reduce_any(
         tf.equal(tf.gather(spans.to_tensor(""), rows), output.flat_values[:, None]), axis=1
     )  # (TW'',): a source word of the sentence holds it
     kind = _kinds(output.flat_values, patterns)
     stray = tf.where((output.flat_values != "") & ~known & _replacing(kind, patterns))[:, 0]
     key = _key(tf.gather(rows, stray), tf.gather(kind, stray), len(patterns))
-    return key + _ranks(key), tf.cast(tf.gather(column, stray), tf.int32)
+    return key + _ranks(key), tf.cast(tf.gather(_columns(output), stray), tf.int32)
 
 
 def _replacing(kind, patterns) -> tf.Tensor:
@@ -253,7 +258,7 @@ def _claims(sources, translations, links, patterns):
     output = protected_words(translations, patterns)  # (n, TW')
     output_spans = output.to_tensor("")
     rows = spans.value_rowids()  # (total_source_words,)
-    column = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(spans.row_starts(), rows)
+    column = _columns(spans)
     copied = tf.reduce_any(
         tf.equal(tf.gather(output_spans, rows), spans.flat_values[:, None]), axis=1
     )  # (total_source_words,): the model already wrote it
@@ -286,8 +291,8 @@ def _claims(sources, translations, links, patterns):
 
 
 def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
-    """string `(k,)` output words, the spans put in their place, and "" or not where the word
-    is a stray (`_strays`) -> `(k,)`: each span with the word's opening brackets and quotes
+    """string `(k,)` output words, the spans put in their place, and bool `(k,)` whether the
+    word is a stray (`_strays`) -> `(k,)`: each span with the word's opening brackets and quotes
     and its trailing punctuation; in a stray whose span has no letter or digit around it,
     with everything around it instead (a currency sign or "%" the model wrote: "$0,00" ->
     "$15,000"; but "12.M5BM." -> "12.5.")."""
@@ -300,7 +305,7 @@ def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
         [lead, tf.strings.regex_replace(body, f"(?s)^(.*?)(?:{run}).*$", r"\1")]
     )
     after = tf.strings.regex_replace(body, f"(?s)^.*?(?:{run})(.*)$", r"\1")
-    around = (tf.strings.length(strayed) > 0) & tf.strings.regex_full_match(
+    around = strayed & tf.strings.regex_full_match(
         tf.strings.join([before, after]), r"(?s)[^\p{L}\p{N}]*"
     )  # (k,): a sign or punctuation only around the stray's span
     return tf.where(around, tf.strings.join([before, spans, after]),
@@ -339,12 +344,15 @@ def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: b
         )  # fmt: skip
 
     inserts, replaced = place(text)  # texts to insert at each slot, to replace each word
-    word_slots = (tf.gather(offsets, words.value_rowids())
-                  + 2 * (tf.range(tf.size(words.flat_values, out_type=tf.int64))
-                         - tf.gather(words.row_starts(), words.value_rowids())) + 1)  # fmt: skip
+    word_slots = tf.gather(offsets, words.value_rowids()) + 2 * _columns(words) + 1
     flat = tf.scatter_nd(word_slots[:, None], words.flat_values, [total])  # (total,)
-    flat = tf.where(tf.strings.length(replaced) > 0, _replaced(flat, replaced, place(
-        tf.where(by_stray, "s", ""))[1], patterns), flat)  # fmt: skip
+    strayed = tf.math.unsorted_segment_max(
+        tf.cast(by_stray & ~inserted, tf.int32), part, total
+    )  # (total,): > 0 where a span replaces a stray
+    at = tf.where(tf.strings.length(replaced) > 0)  # (r, 1): the replaced words
+    flat = tf.tensor_scatter_nd_update(flat, at, _replaced(
+        tf.gather_nd(flat, at), tf.gather_nd(replaced, at), tf.gather_nd(strayed, at) > 0,
+        patterns))  # fmt: skip
     flat = tf.strings.join([flat, inserts])  # a slot holds "" or its inserts, a word no insert
     all_parts = tf.RaggedTensor.from_row_lengths(flat, sizes)
     parts = tf.ragged.boolean_mask(all_parts, tf.strings.length(all_parts) > 0)
