@@ -266,3 +266,92 @@ def test_a_sign_the_model_dropped_comes_back():
         "Es fiel auf -5 °C (+4.3 %).",
         "Rufen Sie +49 30 zur COVID-19-Zeit an.",  # "19" of a word is no sign's
     ]
+
+
+def _same_number(written: str, source: str) -> bool:
+    """The reference: the same digits with separators at the same places, or a whole number
+    with the same digits, unless the source writes four digits whole and `written` in groups."""
+    if re.sub(r"[.,' ]", ".", written) == re.sub(r"[.,' ]", ".", source):
+        return True
+    whole = re.compile(r"\d{1,3}(?:([.,' ])\d{3})*|\d+")
+    digits = [re.sub(r"\D", "", t) for t in (written, source)]
+    return (whole.fullmatch(written) is not None and whole.fullmatch(source) is not None
+            and digits[0] == digits[1] and not re.fullmatch(r"\d[.,' ]\d{3}", written))  # fmt: skip
+
+
+def _written(value: float, decimals: int, locale: str) -> str:
+    """`value` as `locale` writes it (the reference for `test_a_number_in_any_locale_...`)."""
+    english = f"{value:,.{decimals}f}"
+    group, point = {"en": (",", "."), "de": (".", ","), "fr": (" ", ","), "ch": ("'", "."),
+                    "plain": ("", ",")}[locale]  # fmt: skip
+    return english.replace(",", "\0").replace(".", point).replace("\0", group)
+
+
+def test_a_number_in_any_locale_is_the_sources_and_a_wrong_one_is_replaced_whole():
+    """Against Python's own number formatting: an output that writes the source's number in
+    German, French (groups as words), Swiss or English style, or a whole number without its
+    groups, is kept; one that writes another number, mixes two styles ("12,500,75") or has a
+    letter in its word is replaced by the source's number, all of its words (unless it is
+    the source's text)."""
+    import random
+
+    rng = random.Random(0)
+    sources, translations, expected = [], [], []
+    for i in range(300):
+        decimals = rng.choice([0, 0, 1, 2])
+        value = round(rng.choice([rng.randint(0, 999), rng.randint(1000, 10**7)])
+                      + rng.random() * (decimals > 0), decimals)  # fmt: skip
+        other = value if i % 3 else round(value + rng.randint(1, 999), decimals)
+        source = _written(value, decimals, "en")
+        mixed = i % 3 == 2 and "," in source and "." in source
+        lettered = i % 3 == 2 and not mixed  # in one word: "x2 391 659" is three numbers
+        styles = ["en", "de", "ch", "plain"] + ["fr"] * (not lettered)
+        written = _written(other, decimals, rng.choice(styles))
+        if mixed:
+            written = source.replace(".", ",")
+        sources.append(f"Pay {source} euros now.")
+        translations.append(f"Zahlen Sie {'x' * lettered}{written} Euro jetzt.")
+        same = _same_number(written, source) and not (mixed or lettered)
+        kept = same or written == source
+        expected.append(translations[-1] if kept else f"Zahlen Sie {source} Euro jetzt.")
+    links = tf.fill([len(sources), 8], -1)
+    out = [t.decode() for t in ps.restore_spans(sources, translations, links).numpy()]
+    assert out == expected
+    assert sum(o != t for o, t in zip(out, translations, strict=True)) >= 100  # both kinds met
+
+
+def test_number_groups_are_read_together_only_after_a_short_lead():
+    text = "Seit 2019 500 Menschen, 1 000 000 und (12 500,5) 7, 100"
+    words, spans = ps._read(tf.constant([text]), ps.PATTERNS)
+    keys, continues = ps._number_groups(words, spans)
+    got = [(w.decode(), k[3].decode().removeprefix("\x01"), bool(c)) for w, k, c in
+           zip(words.flat_values.numpy(), keys.numpy(), continues.numpy())]  # fmt: skip
+    numbers = [g for g in got if g[1]]
+    assert numbers == [
+        ("2019", "2019", False), ("500", "500", False),  # four digits lead no group
+        ("1", "1.000.000", False), ("000", "1.000.000", True), ("000", "1.000.000", True),
+        ("(12", "12.500.5", False), ("500,5)", "12.500.5", True),
+        ("7,", "7", False), ("100", "100", False),  # a comma parts two numbers
+    ]  # fmt: skip
+
+
+def test_a_wrong_grouped_number_keeps_the_groups_the_source_holds():
+    out = ps.restore_spans(["Call +33 103 100 now."], ["Rufen Sie 33 103 100 an."],
+                           [[0, 0, 1, 2, 3, -1]])  # fmt: skip
+    assert out.numpy()[0].decode() == "Rufen Sie +33 103 100 an."
+
+
+def test_a_number_with_other_separators_or_digits_is_not_the_sources():
+    out = ps.restore_spans(
+        ["The value 6000 is returned (30,070).", "Released in 2021.", "Set 2.5 or 1,000.5.",
+         "Pay 1,500 or 12,500 now."],
+        ["La valeur 6 000 est renvoyée (0707).", "Erschienen 2,021.", "Mit 25 oder 1000,5.",
+         "Zahlen Sie 1500 oder 12500 jetzt."],
+        tf.fill([4, 7], -1),
+    )  # fmt: skip
+    assert [t.decode() for t in out.numpy()] == [
+        "La valeur 6000 est renvoyée (30,070).",  # "6 000" and "0707": two strays, in order
+        "Erschienen 2021.",  # a year the model wrote as a number
+        "Mit 2.5 oder 1,000.5.",
+        "Zahlen Sie 1500 oder 12500 jetzt.",  # whole numbers without their groups
+    ]

@@ -12,16 +12,20 @@ for each source word that holds a span (its first one, by the first pattern of `
 that matches, with the spans `JOINER` characters join to it: "12/05/2024", "1,000–2,000",
 "Ctrl+C/Ctrl+V" are one), the output is searched for the same span (the
 first span of each output word, read the same way): where the model copied it, nothing
-changes. Where it did not, it replaces the model's stray of its row, where the model wrote
-one: an output word whose span no source word of the sentence holds ("0/30/112,5/2012"
-for "03/15/2012"; the k-th missing span of a row takes the k-th stray of that row). Else
+changes. A number the model wrote in its own language's style is a copy too: "1.000" or
+"1 000" (two words, read as one: `_number_groups`) for "1,000", "2,5" for "2.5" (not in a
+word with a letter, nor a mix of styles: `_STYLED_NUMBER`). Where it did not, it replaces the
+model's stray of its row, where the model wrote one: an output word whose span no source
+word of the sentence holds ("0/30/112,5/2012" for "03/15/2012"; the k-th missing span of a
+row takes the k-th stray of that row). Else
 the span is placed by the word alignments (`links`: the source word of each output word, as
 `decoding.alignments.align_ids` returns them): it replaces the first output word aligned to
 its source word, or, where no output word is aligned to it or its row does not replace
 (`SpanPattern.replaces`: separators), it is inserted after the output word aligned to the
 nearest source word before it (at the start if none). A replaced word keeps its opening
 brackets and quotes and its trailing punctuation; a stray whose span has no letter or digit
-around it keeps all around it ("$0,00" -> "$15,000"). So every span of the source comes
+around it keeps all around it ("$0,00" -> "$15,000"), and the words that continue its
+number go ("1 500" -> "1,000" for "1,000"). So every span of the source comes
 back verbatim, once per source word that holds it.
 
 A span is found inside one whitespace word (the unit of the alignments): `<x id="1"/>`,
@@ -62,6 +66,28 @@ PLACE_OPENING = r"[(\[\"'„“‚‘«]*"  # and at its start: "(0/30/112,5/201
 # "2016;9;12" are one span each. Not letters ("10am-5pm" holds two spans), quotes or brackets
 # (a formula's `"2008-07-01";0` holds two).
 JOINER = r"[-–—/+.:;_×]"
+# A number as a language writes it: digits, grouped by threes with one separator throughout,
+# then the other of "." and "," before its decimals ("1,000.5", "1.000,5", "1'000.5",
+# "1 000,5": French and SI, as words the model writes apart, read together by
+# `_number_groups`; no-break and thin spaces too), or one "." or "," before its decimals
+# ("2.5", "2,5"). Such a number the model wrote in its own language's style is the source's
+# number, copied (`_number_keys`): with its separators where the source has them ("1.000"
+# and "1 000" for "1,000", "2,5" for "2.5"), or a whole number without its groups ("1500"
+# for "1,500", "12500" for "12,500"; in French and German "1,500" would read 1.5). Not a
+# version or a mix ("3.9.7", "1,000,5"), nor a four-digit number the source writes whole and
+# the model in groups ("2,021" for the year "2021").
+_SPACES = " \u00a0\u202f\u2009"  # between groups of digits: space, no-break, narrow, thin
+NUMBER_SEPARATOR = f"[.,'’{_SPACES}]"
+_GROUPS = (",", r"\.", "['’]", f"[{_SPACES}]")  # one separator throughout a number's groups
+_DECIMALS = (r"\.", ",", "[.,]", "[.,]")  # and what each grouping writes before decimals
+_SIGN = "[+\\-−]?"
+_WHOLE = _SIGN + "(?:" + "|".join([r"\d+"] + [f"\\d{{1,3}}(?:{g}\\d{{3}})+" for g in _GROUPS]) + ")"
+_STYLED_NUMBER = _SIGN + "(?:" + "|".join(
+    [f"\\d{{1,3}}(?:{g}\\d{{3}})+(?:{d}\\d+)?" for g, d in zip(_GROUPS, _DECIMALS, strict=True)]
+    + [r"\d+(?:[.,]\d+)?"]
+) + ")"  # fmt: skip
+_NUMERIC = f"{_STYLED_NUMBER}(?:[-–—/×]{_STYLED_NUMBER})*"  # one, or a range of them
+_FOUR_IN_GROUPS = f"{_SIGN}\\d{NUMBER_SEPARATOR}\\d{{3}}"  # "2,021", "6 000"
 
 
 @dataclass(frozen=True)
@@ -184,15 +210,67 @@ def protected_words(texts, patterns=PATTERNS) -> tf.RaggedTensor:
     (`EDGE_PUNCTUATION`), so a whole-word row also finds its span in ">>," or "„|"; and
     without its invisible characters (as the model reads it: "1\u00ad234" holds "1234"),
     unless it holds a character of the `unknown` row, whose span keeps them verbatim."""
+    return _read(texts, patterns)[1]
+
+
+def _read(texts, patterns) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    """`protected_words`, and the words `(n, None)` it read, without invisible characters."""
     spans = split_words(texts)  # as the model reads them: "1\u00a0000" is two
-    words = spans.flat_values
-    visible = tf.strings.regex_replace(remove_invisible(words), EDGE_PUNCTUATION, "")
+    words = remove_invisible(spans.flat_values)
+    visible = tf.strings.regex_replace(words, EDGE_PUNCTUATION, "")
     unknown = [p.pattern for p in patterns if p.name == "unknown"]
     if unknown:
-        as_is = tf.strings.regex_replace(words, EDGE_PUNCTUATION, "")
+        as_is = tf.strings.regex_replace(spans.flat_values, EDGE_PUNCTUATION, "")
         has = tf.strings.regex_full_match(as_is, f"(?s).*?(?:{unknown[0]}).*")
         visible = tf.where(has, as_is, visible)
-    return spans.with_flat_values(first_spans(visible, patterns))
+    return spans.with_flat_values(words), spans.with_flat_values(first_spans(visible, patterns))
+
+
+def _number_keys(spans, words, output: bool) -> tf.Tensor:
+    """string `(k,)` spans and their words -> `(k, 2)`: two keys for a number (or a range of
+    them) in the styles of `_STYLED_NUMBER`, "" where none: "\x01" and the span with each
+    separator before a digit written "." ("1,000.5", "1.000,5", "1'000.5", "1 000,5":
+    "\x011.000.5"), and for a whole number "\x02" and its digits ("1,000", "1.000",
+    "1 000", "1000": "\x021000"; of the `output`, not "2,021" or "6 000"). The "\x01" and
+    "\x02" keep keys apart from each other and from any span's own text. No keys for a word
+    with a letter ("(II8,7)")."""
+    lettered = tf.strings.regex_full_match(words, r"(?s).*\pL.*")
+    dotted = tf.strings.regex_replace(spans, f"{NUMBER_SEPARATOR}(\\d)", r".\1")
+    numeric = tf.strings.regex_full_match(spans, _NUMERIC) & ~lettered
+    whole = tf.strings.regex_full_match(spans, _WHOLE) & ~lettered
+    if output:
+        whole &= ~tf.strings.regex_full_match(spans, _FOUR_IN_GROUPS)
+    digits = tf.strings.regex_replace(spans, NUMBER_SEPARATOR, "")
+    return tf.stack([tf.where(numeric, tf.strings.join(["\x01", dotted]), ""),
+                     tf.where(whole, tf.strings.join(["\x02", digits]), "")], axis=1)  # fmt: skip
+
+
+def _number_groups(words, spans, output: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
+    """`_read`'s words and spans, ragged `(n, W)` -> string `(W_all, 5)`: each word's keys
+    (its span itself, the `_number_keys` of its span and of the number its word group writes),
+    and bool `(W_all,)`: the word continues the number of the word before it. French and SI
+    write a number's groups of three digits as words: "1 000 000", "12 500,5"; a group follows
+    a word of one to three digits (after opening brackets and a sign) with nothing after them.
+    `output`: the words are the model's."""
+    flat = words.flat_values
+    rows = words.value_rowids()
+    leads = tf.strings.regex_full_match(flat, f"{EDGE_OPENING}*{_SIGN}\\d{{1,3}}")
+    group = tf.strings.regex_full_match(flat, f"\\d{{3}}(?:[.,]\\d+)?{PLACE_PUNCTUATION}")
+    after_lead = tf.concat([[False], leads[:-1] & tf.equal(rows[:-1], rows[1:])], 0)
+    continues = group & after_lead  # (W_all,)
+    number = _group_index(continues)
+    joined = tf.strings.unsorted_segment_join(
+        spans.flat_values, number, tf.size(flat, out_type=tf.int64), separator=" "
+    )
+    own = _number_keys(spans.flat_values, flat, output)
+    grouped = _number_keys(tf.gather(joined, number), flat, output)
+    return tf.concat([spans.flat_values[:, None], own, grouped], axis=1), continues
+
+
+def _group_index(continues) -> tf.Tensor:
+    """bool `(W_all,)` whether each word continues the number before it -> int64 `(W_all,)`:
+    the index of the word group (`_number_groups`) each word belongs to."""
+    return tf.cumsum(tf.cast(~continues, tf.int64)) - 1
 
 
 def _columns(ragged: tf.RaggedTensor) -> tf.Tensor:
@@ -220,20 +298,38 @@ def _ranks(keys) -> tf.Tensor:
     return tf.scatter_nd(order[:, None], in_group, tf.shape(keys))
 
 
-def _strays(spans, output, patterns):
-    """`protected_words` of the sources `(n, SW)` and of the outputs `(n, TW')` -> the model's
-    strays: output words holding a span that no source word of their sentence holds (its
-    mangled copy of a missing one: "(0/30/112,5/2012)." for "03/15/2012", "$0,00" for
-    "$15,000"). int64 `(s,)` key (sentence, row of `patterns`, rank among the sentence's
-    strays of that row), int32 `(s,)` output word."""
+def _matched(keys, rows, other_keys, other_rows) -> tf.Tensor:
+    """string `(k, K)` keys of k words (`_number_groups`) and int64 `(k,)` their sentences,
+    the other side's `(j, K)` and `(j,)` -> bool `(k,)`: a key of the word ("": none) equals a
+    key of a word of the other side in the same sentence. One `unique` over (sentence, key)
+    of both sides, not k x j comparisons."""
+
+    def pairs(keys, rows):  # (k, K) -> (kK,): "sentence\x00key"
+        sentence = tf.strings.as_string(tf.repeat(rows, tf.shape(keys)[1]))
+        return tf.strings.join([sentence, tf.reshape(keys, [-1])], separator="\x00")
+
+    mine, other = pairs(keys, rows), pairs(other_keys, other_rows)
+    _, ids = tf.unique(tf.concat([mine, other], 0))
+    theirs = tf.concat([tf.zeros_like(mine, tf.int32), tf.ones_like(other, tf.int32)], 0)
+    held = tf.math.unsorted_segment_max(theirs, ids, tf.size(theirs))  # per distinct pair
+    found = tf.reshape(tf.gather(held, ids[: tf.size(mine)]), tf.shape(keys)) > 0  # (k, K)
+    return tf.reduce_any(found & (keys != ""), axis=1)
+
+
+def _strays(output, known, continues, patterns):
+    """`protected_words` of the outputs `(n, TW')`, whether each output word's span is the
+    source's (`_matched`) and continues a number (`_number_groups`) -> the model's strays:
+    output words holding a span that no source word of their sentence holds (its mangled copy
+    of a missing one: "(0/30/112,5/2012)." for "03/15/2012", "$0,00" for "$15,000"; "1 500"
+    for "1,000" is one, its first word). int64 `(s,)` key (sentence, row of `patterns`, rank
+    among the sentence's strays of that row), int32 `(s,)` output word, int64 `(s,)` its flat
+    index."""
     rows = output.value_rowids()
-    known = tf.reduce_any(
-        tf.equal(tf.gather(spans.to_tensor(""), rows), output.flat_values[:, None]), axis=1
-    )  # (TW'',): a source word of the sentence holds it
     kind = _kinds(output.flat_values, patterns)
-    stray = tf.where((output.flat_values != "") & ~known & _replacing(kind, patterns))[:, 0]
+    stray = (output.flat_values != "") & ~known & ~continues & _replacing(kind, patterns)
+    stray = tf.where(stray)[:, 0]
     key = _key(tf.gather(rows, stray), tf.gather(kind, stray), len(patterns))
-    return key + _ranks(key), tf.cast(tf.gather(_columns(output), stray), tf.int32)
+    return key + _ranks(key), tf.cast(tf.gather(_columns(output), stray), tf.int32), stray
 
 
 def _replacing(kind, patterns) -> tf.Tensor:
@@ -254,14 +350,16 @@ def _claims(sources, translations, links, patterns):
     The word a missing span replaces: the model's stray of the same row, where it wrote one
     (`_strays`; the k-th missing span of a row in a sentence takes the k-th stray of that row,
     both in word order), else the first output word aligned to its source word."""
-    spans = protected_words(sources, patterns)  # (n, SW)
-    output = protected_words(translations, patterns)  # (n, TW')
-    output_spans = output.to_tensor("")
+    source_words, spans = _read(sources, patterns)  # (n, SW)
+    output_words, output = _read(translations, patterns)  # (n, TW')
+    source_keys, _ = _number_groups(source_words, spans)  # (SW_all, 5)
+    output_keys, continues = _number_groups(output_words, output, output=True)  # (TW_all, 5)
     rows = spans.value_rowids()  # (total_source_words,)
     column = _columns(spans)
-    copied = tf.reduce_any(
-        tf.equal(tf.gather(output_spans, rows), spans.flat_values[:, None]), axis=1
-    )  # (total_source_words,): the model already wrote it
+    output_rows = output.value_rowids()
+    copied = _matched(source_keys, rows, output_keys, output_rows)
+    # (total_source_words,): the model already wrote it, maybe in its own locale
+    known = _matched(output_keys, output_rows, source_keys, rows)
     missing = tf.where(tf.not_equal(spans.flat_values, "") & ~copied)[:, 0]  # (m,)
     text = tf.gather(spans.flat_values, missing)
     row, source_word = tf.gather(rows, missing), tf.cast(tf.gather(column, missing), tf.int32)
@@ -276,18 +374,29 @@ def _claims(sources, translations, links, patterns):
     replacing = _replacing(kind, patterns)
     key = _key(row, kind, len(patterns))
     key += _ranks(key)
-    stray_keys, stray_words = _strays(spans, output, patterns)
+    stray_keys, stray_words, stray_flat = _strays(output, known, continues, patterns)
     order = tf.argsort(stray_keys)
     sorted_keys = tf.concat([tf.gather(stray_keys, order), [tf.int64.max]], 0)  # a sentinel
     at = tf.searchsorted(sorted_keys, key)  # (m,)
-    stray = tf.where(
-        tf.equal(tf.gather(sorted_keys, at), key) & replacing,
-        tf.gather(tf.concat([tf.gather(stray_words, order), [-1]], 0), at),
-        -1,
-    )
+    by_stray = tf.equal(tf.gather(sorted_keys, at), key) & replacing
+    stray = tf.where(by_stray, tf.gather(tf.concat([tf.gather(stray_words, order), [-1]], 0), at),
+                     -1)  # fmt: skip
     aligned = tf.where(replacing & (first_own < width), first_own, -1)
     replaces = tf.where(stray >= 0, stray, aligned)
-    return text, row, replaces, after_word + 1, source_word, stray >= 0
+    dropped = _dropped(tf.gather(tf.gather(stray_flat, order), tf.boolean_mask(at, by_stray)),
+                       continues, known, output)  # fmt: skip
+    return text, row, replaces, after_word + 1, source_word, stray >= 0, dropped
+
+
+def _dropped(replaced, continues, known, output) -> tf.Tensor:
+    """int64 `(r,)` flat indices of the output words a span replaces as strays -> int64
+    `(d, 2)`: (sentence, word) of the words that continue their numbers ("500" of "1 500"), now
+    written by the span, unless the source holds them."""
+    group = _group_index(continues)  # (TW_all,)
+    taken = tf.scatter_nd(tf.gather(group, replaced)[:, None], tf.ones_like(replaced),
+                          tf.shape(group, out_type=tf.int64))  # fmt: skip
+    drop = tf.where(continues & ~known & (tf.gather(taken, group) > 0))[:, 0]
+    return tf.stack([tf.gather(output.value_rowids(), drop), tf.gather(_columns(output), drop)], 1)
 
 
 def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
@@ -321,7 +430,7 @@ def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: b
     sources = tf.convert_to_tensor(sources, tf.string)
     translations = tf.convert_to_tensor(translations, tf.string)
     words = tf.strings.split(translations)  # (n, TW)
-    text, row, replaces, slot, source_word, by_stray = _claims(
+    text, row, replaces, slot, source_word, by_stray, dropped = _claims(
         sources, translations, links, patterns
     )
     counts = words.row_lengths()  # (n,)
@@ -346,6 +455,8 @@ def restore_spans(sources, translations, links, patterns=PATTERNS, with_links: b
     inserts, replaced = place(text)  # texts to insert at each slot, to replace each word
     word_slots = tf.gather(offsets, words.value_rowids()) + 2 * _columns(words) + 1
     flat = tf.scatter_nd(word_slots[:, None], words.flat_values, [total])  # (total,)
+    gone = tf.gather(offsets, dropped[:, 0]) + 2 * dropped[:, 1] + 1  # (d,): their parts
+    flat = tf.tensor_scatter_nd_update(flat, gone[:, None], tf.fill(tf.shape(gone), ""))
     strayed = tf.math.unsorted_segment_max(
         tf.cast(by_stray & ~inserted, tf.int32), part, total
     )  # (total,): > 0 where a span replaces a stray
