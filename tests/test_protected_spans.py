@@ -256,6 +256,22 @@ def test_a_missing_span_replaces_the_models_stray_of_its_row():
     ]
 
 
+def test_a_stray_in_a_call_keeps_the_call():
+    """A stray whose span follows an opening bracket, "=" or ";" keeps the word before it: a
+    formula's function name stays ("=RUNDEN(2,348;2)" is no copy of "=ROUND(2.348;2)"); a
+    span with letters glued to it is still replaced whole."""
+    out = ps.restore_spans(
+        ["=ROUND(2.348;2) returns 2.35", "Search (8.7%)", "Set x=0.25 now"],
+        ["=RUNDEN(2,348;2) ergibt 2,35", "Suche (II8,7)", "Setze x=0,3 jetzt"],
+        tf.fill([3, 4], -1),
+    )  # fmt: skip
+    assert [t.decode() for t in out.numpy()] == [
+        "=RUNDEN(2.348;2) ergibt 2,35",  # "2,35": the same number in German style
+        "Suche (8.7)",
+        "Setze x=0.25 jetzt",
+    ]
+
+
 def test_a_sign_the_model_dropped_comes_back():
     out = ps.restore_spans(
         ["It fell to -5 °C (+4.3%).", "Call +49 30 at COVID-19 time."],

@@ -24,7 +24,8 @@ its source word, or, where no output word is aligned to it or its row does not r
 (`SpanPattern.replaces`: separators), it is inserted after the output word aligned to the
 nearest source word before it (at the start if none). A replaced word keeps its opening
 brackets and quotes and its trailing punctuation; a stray whose span has no letter or digit
-around it keeps all around it ("$0,00" -> "$15,000"), and the words that continue its
+around it keeps all around it ("$0,00" -> "$15,000"; so does one in a call:
+"=RUNDEN(2.348;2)"), and the words that continue its
 number go ("1 500" -> "1,000" for "1,000"). So every span of the source comes
 back verbatim, once per source word that holds it.
 
@@ -402,9 +403,10 @@ def _dropped(replaced, continues, known, output) -> tf.Tensor:
 def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
     """string `(k,)` output words, the spans put in their place, and bool `(k,)` whether the
     word is a stray (`_strays`) -> `(k,)`: each span with the word's opening brackets and quotes
-    and its trailing punctuation; in a stray whose span has no letter or digit around it,
-    with everything around it instead (a currency sign or "%" the model wrote: "$0,00" ->
-    "$15,000"; but "12.M5BM." -> "12.5.")."""
+    and its trailing punctuation; in a stray whose span has no letter or digit after it, and
+    none before it or an opening bracket, "=" or ";" just before it, with everything around it
+    instead (a currency sign or "%" the model wrote: "$0,00" -> "$15,000"; a formula's
+    function: "=RUNDEN(2,348;2)" -> "=RUNDEN(2.348;2)"; but "12.M5BM." -> "12.5.")."""
     opening = tf.strings.regex_replace(words, f"(?s)^({PLACE_OPENING}).*$", r"\1")
     ending = tf.strings.regex_replace(words, f"(?s)^.*?({PLACE_PUNCTUATION})$", r"\1")
     run = run_regex(patterns)  # read as `protected_words` reads: after the opening brackets
@@ -414,9 +416,13 @@ def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
         [lead, tf.strings.regex_replace(body, f"(?s)^(.*?)(?:{run}).*$", r"\1")]
     )
     after = tf.strings.regex_replace(body, f"(?s)^.*?(?:{run})(.*)$", r"\1")
-    around = strayed & tf.strings.regex_full_match(
-        tf.strings.join([before, after]), r"(?s)[^\p{L}\p{N}]*"
-    )  # (k,): a sign or punctuation only around the stray's span
+    plain = r"(?s)[^\p{L}\p{N}]*"
+    call = tf.strings.regex_full_match(before, r"(?s).*[(\[{=;]")  # "=RUNDEN(2,348;2)"
+    around = (
+        strayed
+        & (tf.strings.regex_full_match(before, plain) | call)
+        & (tf.strings.regex_full_match(after, plain))
+    )  # (k,): a sign or punctuation only after the stray's span, and before it or a call
     return tf.where(around, tf.strings.join([before, spans, after]),
                     tf.strings.join([opening, spans, ending]))  # fmt: skip
 
