@@ -299,11 +299,11 @@ def _ranks(keys) -> tf.Tensor:
     return tf.scatter_nd(order[:, None], in_group, tf.shape(keys))
 
 
-def _matched(keys, rows, other_keys, other_rows) -> tf.Tensor:
+def _matched(keys, rows, other_keys, other_rows) -> tuple[tf.Tensor, tf.Tensor]:
     """string `(k, K)` keys of k words (`_number_groups`) and int64 `(k,)` their sentences,
-    the other side's `(j, K)` and `(j,)` -> bool `(k,)`: a key of the word ("": none) equals a
-    key of a word of the other side in the same sentence. One `unique` over (sentence, key)
-    of both sides, not k x j comparisons."""
+    the other side's `(j, K)` and `(j,)` -> bool `(k,)` and `(j,)`: a key of the word ("":
+    none) equals a key of a word of the other side in the same sentence. One `unique` over
+    (sentence, key) of both sides answers both, not k x j comparisons."""
 
     def pairs(keys, rows):  # (k, K) -> (kK,): "sentence\x00key"
         sentence = tf.strings.as_string(tf.repeat(rows, tf.shape(keys)[1]))
@@ -312,25 +312,30 @@ def _matched(keys, rows, other_keys, other_rows) -> tf.Tensor:
     mine, other = pairs(keys, rows), pairs(other_keys, other_rows)
     _, ids = tf.unique(tf.concat([mine, other], 0))
     theirs = tf.concat([tf.zeros_like(mine, tf.int32), tf.ones_like(other, tf.int32)], 0)
-    held = tf.math.unsorted_segment_max(theirs, ids, tf.size(theirs))  # per distinct pair
-    found = tf.reshape(tf.gather(held, ids[: tf.size(mine)]), tf.shape(keys)) > 0  # (k, K)
-    return tf.reduce_any(found & (keys != ""), axis=1)
+    in_other = tf.math.unsorted_segment_max(theirs, ids, tf.size(ids))  # per distinct pair
+    in_mine = tf.math.unsorted_segment_max(1 - theirs, ids, tf.size(ids))
+    n = tf.size(mine)
+
+    def found(held, ids, keys):  # (k, K) -> (k,)
+        return tf.reduce_any((tf.reshape(tf.gather(held, ids), tf.shape(keys)) > 0) & (keys != ""),
+                             axis=1)  # fmt: skip
+
+    return found(in_other, ids[:n], keys), found(in_mine, ids[n:], other_keys)
 
 
-def _strays(output, known, continues, patterns):
-    """`protected_words` of the outputs `(n, TW')`, whether each output word's span is the
-    source's (`_matched`) and continues a number (`_number_groups`) -> the model's strays:
-    output words holding a span that no source word of their sentence holds (its mangled copy
-    of a missing one: "(0/30/112,5/2012)." for "03/15/2012", "$0,00" for "$15,000"; "1 500"
-    for "1,000" is one, its first word). int64 `(s,)` key (sentence, row of `patterns`, rank
-    among the sentence's strays of that row), int32 `(s,)` output word, int64 `(s,)` its flat
-    index."""
-    rows = output.value_rowids()
+def _strays(output, rows, known, continues, patterns):
+    """`protected_words` of the outputs `(n, TW')` and int64 `(TW_all,)` their sentences,
+    whether each output word's span is the source's (`_matched`) and continues a number
+    (`_number_groups`) -> the model's strays: output words holding a span that no source word
+    of their sentence holds (its mangled copy of a missing one: "(0/30/112,5/2012)." for
+    "03/15/2012", "$0,00" for "$15,000"; "1 500" for "1,000" is one, its first word). int64
+    `(s,)` key (sentence, row of `patterns`, rank among the sentence's strays of that row),
+    int64 `(s,)` the stray's flat index."""
     kind = _kinds(output.flat_values, patterns)
     stray = (output.flat_values != "") & ~known & ~continues & _replacing(kind, patterns)
     stray = tf.where(stray)[:, 0]
     key = _key(tf.gather(rows, stray), tf.gather(kind, stray), len(patterns))
-    return key + _ranks(key), tf.cast(tf.gather(_columns(output), stray), tf.int32), stray
+    return key + _ranks(key), stray
 
 
 def _replacing(kind, patterns) -> tf.Tensor:
@@ -357,10 +362,10 @@ def _claims(sources, translations, links, patterns):
     output_keys, continues = _number_groups(output_words, output, output=True)  # (TW_all, 5)
     rows = spans.value_rowids()  # (total_source_words,)
     column = _columns(spans)
-    output_rows = output.value_rowids()
-    copied = _matched(source_keys, rows, output_keys, output_rows)
-    # (total_source_words,): the model already wrote it, maybe in its own locale
-    known = _matched(output_keys, output_rows, source_keys, rows)
+    output_rows, output_columns = output.value_rowids(), _columns(output)
+    copied, known = _matched(source_keys, rows, output_keys, output_rows)
+    # (total_source_words,): the model already wrote it, maybe in its own locale;
+    # (total_output_words,): a source word of the sentence holds it
     missing = tf.where(tf.not_equal(spans.flat_values, "") & ~copied)[:, 0]  # (m,)
     text = tf.gather(spans.flat_values, missing)
     row, source_word = tf.gather(rows, missing), tf.cast(tf.gather(column, missing), tf.int32)
@@ -375,7 +380,8 @@ def _claims(sources, translations, links, patterns):
     replacing = _replacing(kind, patterns)
     key = _key(row, kind, len(patterns))
     key += _ranks(key)
-    stray_keys, stray_words, stray_flat = _strays(output, known, continues, patterns)
+    stray_keys, stray_flat = _strays(output, output_rows, known, continues, patterns)
+    stray_words = tf.cast(tf.gather(output_columns, stray_flat), tf.int32)
     order = tf.argsort(stray_keys)
     sorted_keys = tf.concat([tf.gather(stray_keys, order), [tf.int64.max]], 0)  # a sentinel
     at = tf.searchsorted(sorted_keys, key)  # (m,)
@@ -385,19 +391,20 @@ def _claims(sources, translations, links, patterns):
     aligned = tf.where(replacing & (first_own < width), first_own, -1)
     replaces = tf.where(stray >= 0, stray, aligned)
     dropped = _dropped(tf.gather(tf.gather(stray_flat, order), tf.boolean_mask(at, by_stray)),
-                       continues, known, output)  # fmt: skip
+                       continues, known, output_rows, output_columns)  # fmt: skip
     return text, row, replaces, after_word + 1, source_word, stray >= 0, dropped
 
 
-def _dropped(replaced, continues, known, output) -> tf.Tensor:
-    """int64 `(r,)` flat indices of the output words a span replaces as strays -> int64
-    `(d, 2)`: (sentence, word) of the words that continue their numbers ("500" of "1 500"), now
-    written by the span, unless the source holds them."""
+def _dropped(replaced, continues, known, rows, columns) -> tf.Tensor:
+    """int64 `(r,)` flat indices of the output words a span replaces as strays, and per
+    output word whether it continues a number, is the source's, its sentence and its place
+    -> int64 `(d, 2)`: (sentence, word) of the words that continue their numbers ("500" of
+    "1 500"), now written by the span, unless the source holds them."""
     group = _group_index(continues)  # (TW_all,)
     taken = tf.scatter_nd(tf.gather(group, replaced)[:, None], tf.ones_like(replaced),
                           tf.shape(group, out_type=tf.int64))  # fmt: skip
     drop = tf.where(continues & ~known & (tf.gather(taken, group) > 0))[:, 0]
-    return tf.stack([tf.gather(output.value_rowids(), drop), tf.gather(_columns(output), drop)], 1)
+    return tf.stack([tf.gather(rows, drop), tf.gather(columns, drop)], axis=1)
 
 
 def _replaced(words, spans, strayed, patterns) -> tf.Tensor:
