@@ -66,7 +66,7 @@ def test_restore_keeps_copies_replaces_and_inserts():
         "No spans here.",
     ]
     translations = [
-        "Öffnen Sie https://exp.com/d und drücken Sie Strg+Umschalt+F5 Zellen.",
+        "Öffnen Sie https://exp.com/d und drücken Sie Strg+F5 Zellen.",  # Shift dropped
         "Dateien gespeichert.",
         "Keine  Spannen.",
     ]
@@ -240,7 +240,7 @@ def test_a_missing_span_replaces_the_models_stray_of_its_row():
     translations = [  # the model's mangled date is not the word aligned to the source's
         "Veröffentlicht nächsten Befehl (0/30/112,5/2012) https://exa.com/b.",
         "Von 1 bis 2 und 30.",  # two strays of the number row, in order
-        "Drücken Sie Strg+C/Strg+V 9 und siehe.",  # the number's stray is not the key's
+        "Drücken Sie Strg+X/Strg+V 9 und siehe.",  # the number's stray is not the key's
         "Zahlen Sie $0,00 für 12.M5BM.",  # "$" around a stray stays, letters do not
     ]
     links = tf.constant(
@@ -251,7 +251,7 @@ def test_a_missing_span_replaces_the_models_stray_of_its_row():
     assert out == [
         "Veröffentlicht nächsten Befehl (03/15/2012) https://example.com/a.",
         "Von 10 bis 20 und 30.",
-        "Drücken Sie Ctrl+C/Ctrl+V 7 und siehe.",  # the key by its alignment
+        "Drücken Sie Ctrl+C/Ctrl+V 7 und siehe.",  # "Strg+X" is another key: a stray
         "Zahlen Sie $15,000 für 12.5.",
     ]
 
@@ -371,3 +371,70 @@ def test_a_number_with_other_separators_or_digits_is_not_the_sources():
         "Mit 2.5 oder 1,000.5.",
         "Zahlen Sie 1500 oder 12500 jetzt.",  # whole numbers without their groups
     ]
+
+
+def test_every_key_name_ends_in_an_ascii_letter_or_digit():
+    """The last key of a combination ends at RE2's \\b, which is ASCII only."""
+    names = [n for _, row in ps.KEY_NAMES for n in row.split()]
+    assert all(re.fullmatch(r".*[A-Za-z0-9]", n) for n in names)
+    assert len(set(n.lower() for n in names)) == len(names)  # one key per name
+    rows = [r for r, (_, row) in enumerate(ps.KEY_NAMES) for _ in row.split()]
+    found = ps._key_rows(tf.constant([n.lower() for n in names] + ["f5", "q", "", "bildx"]))
+    assert found.numpy().tolist() == rows + [-1] * 4
+    assert _spans("In AF5 or F5x, F5 is a key and 5 a number.") == ["5", "5", "F5", "5"]
+
+
+def _combination_key(text):
+    """Python's reading of a key combination: the set of its modifiers and its other keys
+    in order, each by its row of `KEY_NAMES`, in any case."""
+    row = {n.lower(): key for key, names in ps.KEY_NAMES for n in names.split()}
+    modifiers = {key for key, _ in ps.MODIFIER_NAMES}
+    keys = [row.get(n.lower(), n.lower()) for n in text.split("+")]
+    return frozenset(k for k in keys if k in modifiers), tuple(
+        k for k in keys if k not in modifiers
+    )
+
+
+def test_a_key_combination_in_other_names_or_order_is_the_sources_and_another_is_replaced():
+    """Against `_combination_key`: an output that writes the source's keys by any of their
+    names, in any case, its modifiers in any order ("Umschalt+Strg+Eingabe" for
+    "Ctrl+Shift+Enter") is kept; one that writes other keys is the model's stray of the row
+    and is replaced by the source's combination."""
+    import random
+
+    rng = random.Random(0)
+    rows = [(key, names.split()) for key, names in ps.KEY_NAMES]
+    modifier_rows = rows[: len(ps.MODIFIER_NAMES)]
+    key_rows = rows[len(ps.MODIFIER_NAMES) :] + [("f5", ["F5"]), ("q", ["Q"]), ("7", ["7"])]
+    sources, translations, expected = [], [], []
+    for i in range(300):
+        modifiers = rng.sample(modifier_rows, rng.randint(1, 3))
+        key = rng.choice(key_rows)
+        source = "+".join([rng.choice(m[1]) for m in modifiers] + [rng.choice(key[1])])
+        if i % 3 == 2:  # other keys: one modifier fewer or another key
+            key = rng.choice(key_rows) if len(modifiers) == 1 else key
+            modifiers = modifiers[1:] if len(modifiers) > 1 else modifiers
+        written = [rng.choice(m[1]) for m in rng.sample(modifiers, len(modifiers))]
+        written = "+".join(written + [rng.choice(key[1])])
+        written = written.upper() if i % 5 == 0 else written.lower() if i % 7 == 0 else written
+        sources.append(f"Press {source} now.")
+        translations.append(f"Drücken Sie {written} jetzt.")
+        same = _combination_key(written) == _combination_key(source)
+        expected.append(translations[-1] if same else f"Drücken Sie {source} jetzt.")
+    links = tf.fill([len(sources), 4], -1)
+    out = [t.decode() for t in ps.restore_spans(sources, translations, links).numpy()]
+    assert out == expected
+    assert sum(o != t for o, t in zip(out, translations, strict=True)) >= 60  # both kinds
+
+
+def test_a_key_the_model_named_in_its_language_is_not_put_back_beside_it():
+    """German and French key names as the bundled references write them, with the
+    alignments of the model's output; before, each came back in English, or twice."""
+    sources = ["To enter a manual line break, press Ctrl+Enter in the cell.",
+               "Press Alt+Page Up to go up.", "Press Shift+Ctrl+Q to stop."]  # fmt: skip
+    translations = ["Um einen Umbruch einzufügen, drücken Sie Strg+Eingabetaste.",
+                    "Drücken Sie Alt+Bild nach oben.",
+                    "Appuyez sur Ctrl+Maj+Q pour arrêter."]  # fmt: skip
+    links = tf.constant([[2, 4, 4, 6, 6, 7], [0, 0, 1, 2, 2, -1], [0, 0, 1, 3, 3, -1]])
+    out = [t.decode() for t in ps.restore_spans(sources, translations, links).numpy()]
+    assert out == translations

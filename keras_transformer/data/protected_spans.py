@@ -14,7 +14,10 @@ that matches, with the spans `JOINER` characters join to it: "12/05/2024", "1,00
 first span of each output word, read the same way): where the model copied it, nothing
 changes. A number the model wrote in its own language's style is a copy too: "1.000" or
 "1 000" (two words, read as one: `_number_groups`) for "1,000", "2,5" for "2.5" (not in a
-word with a letter, nor a mix of styles: `_STYLED_NUMBER`). Where it did not, it replaces the
+word with a letter, nor a mix of styles: `_STYLED_NUMBER`). So is a key combination written
+with the model's language's names of its keys, its modifiers in any order: "Strg+Umschalt+F1",
+"Umschalt+Strg+F1" or "Ctrl+Maj+F1" for "Ctrl+Shift+F1" (`KEY_NAMES`). Where it did not, it
+replaces the
 model's stray of its row, where the model wrote one: an output word whose span no source
 word of the sentence holds ("0/30/112,5/2012" for "03/15/2012"; the k-th missing span of a
 row takes the k-th stray of that row). Else
@@ -52,11 +55,52 @@ from keras_transformer.data.tokenizer import (
     split_words,
 )
 
-KEYS = (
-    r"F\d{1,2}|Enter|Return|Tab|Space|Esc|Home|End|Delete|Del|Insert|Ins|Backspace|PageUp|"
-    r"PageDown|Page Up|Page Down|Up|Down|Left|Right|Plus|Minus|[A-Za-z0-9]"
+# Keys by their names in English and in other languages (German and French as the bundled
+# references write them: "Strg+Umschalt+F1", "Ctrl+Maj+Entrée"; Spanish and Italian as
+# Microsoft's keyboards print them). A combination the model wrote with other names of the
+# same keys is the source's (`_key_names`). Each row: a key and its names, in any case. Arrow
+# keys and the two page keys are one key each ("Pfeil nach oben", "Bild nach unten", "Flèche
+# vers le haut": the direction is a word of its own).
+MODIFIER_NAMES = (
+    ("ctrl", "Ctrl Control Strg"),
+    ("shift", "Shift Umschalt Maj Mayús Maiusc"),
+    ("alt", "Alt"),
+    ("altgr", "AltGr"),
+    ("option", "Option Opt Wahl"),
+    ("command", "Cmd Command Befehl Commande"),
+    ("meta", "Meta"),
+    ("super", "Super"),
+    ("win", "Win"),
+    ("fn", "Fn"),
 )
-MODIFIERS = r"Ctrl|Control|Shift|Alt|AltGr|Option|Opt|Cmd|Command|Meta|Super|Win|Fn"
+KEY_NAMES = MODIFIER_NAMES + (
+    ("enter", "Enter Return Eingabe Eingabetaste Entrée Intro Invio"),
+    ("tab", "Tab Tabulator Tabulatortaste Tabulation"),
+    ("space", "Space Spacebar Leertaste Leerzeichen Espace Barre Espacio Spazio"),
+    ("escape", "Esc Escape Échap Echap"),
+    ("home", "Home Pos1 Origine Début Inicio"),
+    ("end", "End Ende Fin Fine"),
+    ("delete", "Delete Del Entf Suppr Supr Canc"),
+    ("insert", "Insert Ins Einfg Inser"),
+    ("backspace", "Backspace Rückschritt Rücktaste Retour Retroceso"),
+    ("page", "PageUp PageDown PgUp PgDn Page Bild Seite RePág AvPág"),
+    ("arrow", "Up Down Left Right Arrow Arrows Pfeil Pfeiltaste Pfeiltasten Aufwärtspfeil"),
+    ("arrow", "Abwärtspfeil Flèche"),
+    ("plus", "Plus"),
+    ("minus", "Minus Moins"),
+)
+
+
+def _alternatives(rows) -> str:
+    """Names of `rows`, longest first."""
+    return "|".join(sorted((n for _, names in rows for n in names.split()), key=len, reverse=True))
+
+
+MODIFIERS = f"(?i:{_alternatives(MODIFIER_NAMES)})"  # "ctrl+a", "CTRL+A" too
+# The last key of a combination ends where its word does or at a character that is no ASCII
+# letter or digit: "Alt+Page Up" holds "Alt+Page", not "Alt+P". (RE2's \b is ASCII: every
+# name ends in an ASCII letter.)
+KEYS = f"(?i:F\\d{{1,2}}|{_alternatives(KEY_NAMES)}|[A-Za-z0-9])\\b"
 # Not a closing bracket: "$(INSTDIR)" ends with one.
 EDGE_OPENING = r"[(\[\"'„“‚‘]"
 EDGE_PUNCTUATION = f"^{EDGE_OPENING}+|[.,;:!?\"'”“’]+$"
@@ -108,7 +152,8 @@ PATTERNS = (
     SpanPattern("printf_placeholder", r"%(?:\d+\$)?[-+ #0]?\d*(?:\.\d+)?[sdifuxXeEgGcp@]"),
     SpanPattern("brace_placeholder", r"\{\d+\}|\{[A-Za-z_][\w.]*\}"),
     SpanPattern("variable", r"\$\([A-Za-z_]\w*\)|\$\{[A-Za-z_]\w*\}"),
-    SpanPattern("key_combination", f"(?:(?:{MODIFIERS})\\+)+(?:{KEYS})"),
+    # A function key alone too: "F8" (not the number 8).
+    SpanPattern("key_combination", f"(?:(?:{MODIFIERS})\\+)+(?:{KEYS})|\\bF\\d{{1,2}}\\b"),
     # "1 000" (no-break): two words. A sign only where the word starts (after its opening
     # brackets and quotes): "-5", "+49", "(+4.3%)" keep theirs; "COVID-19" holds "19".
     SpanPattern("number", r"(?:^[+\-−])?\d+(?:[.,:']\d+)*"),
@@ -248,7 +293,8 @@ def _number_keys(spans, words, output: bool) -> tf.Tensor:
 
 def _number_groups(words, spans, output: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
     """`_read`'s words and spans, ragged `(n, W)` -> string `(W_all, 5)`: each word's keys
-    (its span itself, the `_number_keys` of its span and of the number its word group writes),
+    (its span itself, a key combination by its keys: `_key_names`; the `_number_keys` of its
+    span and of the number its word group writes),
     and bool `(W_all,)`: the word continues the number of the word before it. French and SI
     write a number's groups of three digits as words: "1 000 000", "12 500,5"; a group follows
     a word of one to three digits (after opening brackets and a sign) with nothing after them.
@@ -265,7 +311,52 @@ def _number_groups(words, spans, output: bool = False) -> tuple[tf.Tensor, tf.Te
     )
     own = _number_keys(spans.flat_values, flat, output)
     grouped = _number_keys(tf.gather(joined, number), flat, output)
-    return tf.concat([spans.flat_values[:, None], own, grouped], axis=1), continues
+    named = _key_names(spans.flat_values)[:, None]
+    return tf.concat([named, own, grouped], axis=1), continues
+
+
+def _key_names(spans) -> tf.Tensor:
+    """string `(k,)` spans -> `(k,)`: a key combination (a span with a modifier and "+") as
+    the set of its modifiers and its other keys in order, each by its row of `KEY_NAMES`, in
+    lower case ("Strg+Umschalt+Eingabe", "Ctrl+Maj+Entrée" and "Shift+Ctrl+Enter" are all
+    "\x03ctrl+shift+enter"; "Ctrl+C/Ctrl+V": "\x03ctrl+c/v"), the other spans as they are.
+    The "\x03" keeps these keys apart from any span's own text."""
+    at = tf.where(tf.strings.regex_full_match(spans, f"(?s).*(?:{MODIFIERS})\\+.*"))  # (c, 1)
+    combinations = tf.gather_nd(spans, at)  # (c,): few of the words
+    parts = tf.strings.split(
+        tf.strings.regex_replace(combinations, f"({JOINER})", "\x00\\1\x00"), "\x00"
+    )  # (c, P): names and the characters between them
+    parts = parts.with_flat_values(tf.strings.lower(parts.flat_values, encoding="utf-8"))
+    row = _key_rows(parts.flat_values)  # (P_all,)
+    keys = tf.constant([key for key, _ in KEY_NAMES])
+    written = tf.where(row >= 0, tf.gather(keys, tf.maximum(row, 0)), parts.flat_values)
+    modifier = (row >= 0) & (row < len(MODIFIER_NAMES))
+    held = tf.math.unsorted_segment_max(
+        tf.one_hot(tf.where(modifier, row, len(MODIFIER_NAMES)), len(MODIFIER_NAMES) + 1),
+        parts.value_rowids(),
+        tf.shape(combinations, out_type=tf.int64)[0],
+    )[:, :-1]  # (c, M): the modifiers each combination holds
+    modifiers = tf.strings.reduce_join(
+        tf.where(held > 0, tf.constant([f"{key}+" for key, _ in MODIFIER_NAMES])[None, :], ""),
+        axis=1,
+    )  # (c,): in the table's order
+    kept = parts.with_flat_values(~modifier & (parts.flat_values != "+"))
+    rest = tf.ragged.boolean_mask(parts.with_flat_values(written), kept)  # the other keys
+    named = tf.strings.join(["\x03", modifiers, tf.strings.reduce_join(rest, axis=1)])
+    return tf.tensor_scatter_nd_update(spans, at, named)
+
+
+def _key_rows(names) -> tf.Tensor:
+    """string `(p,)` lower-case names -> int32 `(p,)`: each name's row of `KEY_NAMES`, -1 for
+    none. By 62-bit fingerprints, sorted: a binary search, not a p x names comparison."""
+    table = [(name.lower(), r) for r, (_, row) in enumerate(KEY_NAMES) for name in row.split()]
+    hashes = tf.strings.to_hash_bucket_fast([name for name, _ in table], 2**62)
+    order = tf.argsort(hashes)
+    known = tf.gather(hashes, order)  # (names,) ascending
+    rows = tf.gather(tf.constant([r for _, r in table]), order)
+    wanted = tf.strings.to_hash_bucket_fast(names, 2**62)  # (p,)
+    at = tf.minimum(tf.searchsorted(known, wanted), len(table) - 1)
+    return tf.where(tf.equal(tf.gather(known, at), wanted), tf.gather(rows, at), -1)
 
 
 def _group_index(continues) -> tf.Tensor:

@@ -22,5 +22,16 @@ SPAN_CASES = (
     ("number", "Due 12/05/2024 or 2024-05-12 (p. 10–20).", ["12/05/2024", "2024-05-12", "10–20"]),
     ("number", "At -5 °C, (+4.3%) or +49 30 (not COVID-19).", ["-5", "+4.3", "+49", "30", "19"]),
     ("key_combination", "Copy and paste with Ctrl+C/Ctrl+V.", ["Ctrl+C/Ctrl+V"]),
+    (
+        "key_combination",
+        "Drücken Sie Strg+Umschalt+Eingabetaste oder Maj+Entrée.",
+        ["Strg+Umschalt+Eingabetaste", "Maj+Entrée"],
+    ),
+    (
+        "key_combination",  # the last key ends its word: not "Alt+P", nor "Ctrl+c" of "click"
+        "Press Alt+Page Up, Ctrl+minus or CTRL+ALT+DEL; Ctrl+click.",
+        ["Alt+Page", "Ctrl+minus", "CTRL+ALT+DEL"],
+    ),
+    ("key_combination", "Press F5, F12 or Shift+F8.", ["F5", "F12", "Shift+F8"]),
     ("separator", "Home | Help › Tools / Options > Save a|b ||", ["|", "›", "/", ">", "||"]),
 )
