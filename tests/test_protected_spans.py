@@ -258,11 +258,11 @@ def test_a_missing_span_replaces_the_models_stray_of_its_row():
 
 def test_a_stray_in_a_call_keeps_the_call():
     """A stray whose span follows an opening bracket, "=" or ";" keeps the word before it: a
-    formula's function name stays ("=RUNDEN(2,348;2)" is no copy of "=ROUND(2.348;2)"); a
+    formula's function name stays ("=RUNDEN(2,346;2)" is no copy of "=ROUND(2.348;2)"); a
     span with letters glued to it is still replaced whole."""
     out = ps.restore_spans(
         ["=ROUND(2.348;2) returns 2.35", "Search (8.7%)", "Set x=0.25 now"],
-        ["=RUNDEN(2,348;2) ergibt 2,35", "Suche (II8,7)", "Setze x=0,3 jetzt"],
+        ["=RUNDEN(2,346;2) ergibt 2,35", "Suche (II8,7)", "Setze x=0,3 jetzt"],
         tf.fill([3, 4], -1),
     )  # fmt: skip
     assert [t.decode() for t in out.numpy()] == [
@@ -438,3 +438,56 @@ def test_a_key_the_model_named_in_its_language_is_not_put_back_beside_it():
     links = tf.constant([[2, 4, 4, 6, 6, 7], [0, 0, 1, 2, 2, -1], [0, 0, 1, 3, 3, -1]])
     out = [t.decode() for t in ps.restore_spans(sources, translations, links).numpy()]
     assert out == translations
+
+
+def _readings(text):
+    """Python's `datetime` readings of a date: ISO, day first (".", "-", "/"), month first
+    ("/" only)."""
+    import datetime
+
+    found = set()
+    for form in ("%Y-%m-%d", "%d.%m.%Y", "%d-%m-%Y", "%d/%m/%Y", "%m/%d/%Y"):
+        try:
+            found.add(datetime.datetime.strptime(text, form).date())
+        except ValueError:
+            pass
+    return found
+
+
+def test_a_date_in_another_order_and_a_formula_in_the_targets_style_are_the_sources():
+    """Against Python's `datetime` (`_readings`): a date the output writes in ISO, day-first
+    (".", "/" or "-") or, with "/", month-first order is the source's date when one reading of
+    each is the same day; another day is replaced by the source's. A formula whose arguments
+    are the source's in the target's style ("=RUNDEN(2,348;2)") is kept; one with another
+    number is not."""
+    import datetime
+    import random
+
+    rng = random.Random(0)
+    forms = {"iso": "%Y-%m-%d", "de": "%d.%m.%Y", "fr": "%d/%m/%Y", "us": "%m/%d/%Y",
+             "dash": "%d-%m-%Y"}  # fmt: skip
+    sources, translations, expected = [], [], []
+    for i in range(200):
+        day = datetime.date(2000, 1, 1) + datetime.timedelta(days=rng.randint(0, 9000))
+        other = day if i % 3 else day + datetime.timedelta(days=rng.randint(1, 40))
+        source_form, output_form = rng.choice(["iso", "us"]), rng.choice(list(forms))
+        source, written = day.strftime(forms[source_form]), other.strftime(forms[output_form])
+        if rng.random() < 0.3:  # without leading zeros
+            written = written.replace("/0", "/").replace(".0", ".").lstrip("0")
+        same = bool(_readings(written) & _readings(source))
+        sources.append(f"Due on {source} here.")
+        translations.append(f"Fällig am {written} hier.")
+        expected.append(translations[-1] if same else f"Fällig am {source} hier.")
+    links = tf.fill([len(sources), 4], -1)
+    out = [t.decode() for t in ps.restore_spans(sources, translations, links).numpy()]
+    assert out == expected
+    assert sum(o != t for o, t in zip(out, translations, strict=True)) >= 40  # both kinds
+    formulas = ps.restore_spans(
+        ["=ROUND(2.348;2) returns 2.35.", "=NORMINV(0.9;63;5) returns 69.41."],
+        ["=RUNDEN(2,348;2) ergibt 2,35.", "=NORMINV(0,9;64;5) ergibt 69,41."],
+        tf.fill([2, 3], -1),
+    )  # fmt: skip
+    assert [t.decode() for t in formulas.numpy()] == [
+        "=RUNDEN(2,348;2) ergibt 2,35.",
+        "=NORMINV(0.9;63;5) ergibt 69,41.",  # 64 is another number: the source's run
+    ]

@@ -14,10 +14,12 @@ that matches, with the spans `JOINER` characters join to it: "12/05/2024", "1,00
 first span of each output word, read the same way): where the model copied it, nothing
 changes. A number the model wrote in its own language's style is a copy too: "1.000" or
 "1 000" (two words, read as one: `_number_groups`) for "1,000", "2,5" for "2.5" (not in a
-word with a letter, nor a mix of styles: `_STYLED_NUMBER`). So is a key combination written
-with the model's language's names of its keys, its modifiers in any order: "Strg+Umschalt+F1",
-"Umschalt+Strg+F1" or "Ctrl+Maj+F1" for "Ctrl+Shift+F1" (`KEY_NAMES`). Where it did not, it
-replaces the
+word with a letter next to a digit, nor a mix of styles: `_STYLED_NUMBER`). So is a key
+combination written with the model's language's names of its keys, its modifiers in any
+order: "Strg+Umschalt+F1", "Umschalt+Strg+F1" or "Ctrl+Maj+F1" for "Ctrl+Shift+F1"
+(`KEY_NAMES`); a date in another order ("28.02.2001" for "2001-02-28": `_date_keys`); a
+formula's arguments in the model's style ("=RUNDEN(2,348;2)" for "=ROUND(2.348;2)"). Where
+it did not, it replaces the
 model's stray of its row, where the model wrote one: an output word whose span no source
 word of the sentence holds ("0/30/112,5/2012" for "03/15/2012"; the k-th missing span of a
 row takes the k-th stray of that row). Else
@@ -131,8 +133,17 @@ _STYLED_NUMBER = _SIGN + "(?:" + "|".join(
     [f"\\d{{1,3}}(?:{g}\\d{{3}})+(?:{d}\\d+)?" for g, d in zip(_GROUPS, _DECIMALS, strict=True)]
     + [r"\d+(?:[.,]\d+)?"]
 ) + ")"  # fmt: skip
-_NUMERIC = f"{_STYLED_NUMBER}(?:[-–—/×]{_STYLED_NUMBER})*"  # one, or a range of them
+# One, a range of them, or a formula's arguments ("=ROUND(2.348;2)", "=RUNDEN(2,348;2)").
+_NUMERIC = f"{_STYLED_NUMBER}(?:[-–—/×;]{_STYLED_NUMBER})*"
 _FOUR_IN_GROUPS = f"{_SIGN}\\d{NUMBER_SEPARATOR}\\d{{3}}"  # "2,021", "6 000"
+# A date in any order of its parts, as year-month-day without leading zeros: ISO
+# ("2001-02-28"), day first ("28.02.2001", "28/02/2001", "28-02-2001"); a date with "/" also
+# month first (US: "02/28/2001"), so "15.03.2012" is "03/15/2012".
+_DATES = (
+    (r"(\d{4})-0?(\d{1,2})-0?(\d{1,2})", "\x04\\1-\\2-\\3"),
+    (r"0?(\d{1,2})[./-]0?(\d{1,2})[./-](\d{4})", "\x04\\3-\\2-\\1"),
+)
+_MONTH_FIRST = (r"0?(\d{1,2})/0?(\d{1,2})/(\d{4})", "\x04\\3-\\1-\\2")
 
 
 @dataclass(frozen=True)
@@ -279,8 +290,8 @@ def _number_keys(spans, words, output: bool) -> tf.Tensor:
     "\x011.000.5"), and for a whole number "\x02" and its digits ("1,000", "1.000",
     "1 000", "1000": "\x021000"; of the `output`, not "2,021" or "6 000"). The "\x01" and
     "\x02" keep keys apart from each other and from any span's own text. No keys for a word
-    with a letter ("(II8,7)")."""
-    lettered = tf.strings.regex_full_match(words, r"(?s).*\pL.*")
+    with a letter next to a digit ("(II8,7)"; a formula's "=RUNDEN(2,348;2)" has keys)."""
+    lettered = tf.strings.regex_full_match(words, r"(?s).*(?:\pL\d|\d\pL).*")
     dotted = tf.strings.regex_replace(spans, f"{NUMBER_SEPARATOR}(\\d)", r".\1")
     numeric = tf.strings.regex_full_match(spans, _NUMERIC) & ~lettered
     whole = tf.strings.regex_full_match(spans, _WHOLE) & ~lettered
@@ -291,10 +302,23 @@ def _number_keys(spans, words, output: bool) -> tf.Tensor:
                      tf.where(whole, tf.strings.join(["\x02", digits]), "")], axis=1)  # fmt: skip
 
 
+def _date_keys(spans) -> tf.Tensor:
+    """string `(k,)` spans -> `(k, 2)`: a date's keys in the orders of `_DATES` and, for one
+    written with "/", month first ("\x042001-2-28" for "2001-02-28", "28.02.2001" and
+    "02/28/2001"), "" where none."""
+
+    def key(pattern, template):
+        return tf.where(tf.strings.regex_full_match(spans, pattern),
+                        tf.strings.regex_replace(spans, f"^{pattern}$", template), "")  # fmt: skip
+
+    (iso, day_first), month_first = (key(*row) for row in _DATES), key(*_MONTH_FIRST)
+    return tf.stack([tf.where(iso != "", iso, day_first), month_first], axis=1)
+
+
 def _number_groups(words, spans, output: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
-    """`_read`'s words and spans, ragged `(n, W)` -> string `(W_all, 5)`: each word's keys
+    """`_read`'s words and spans, ragged `(n, W)` -> string `(W_all, 7)`: each word's keys
     (its span itself, a key combination by its keys: `_key_names`; the `_number_keys` of its
-    span and of the number its word group writes),
+    span and of the number its word group writes; its `_date_keys`),
     and bool `(W_all,)`: the word continues the number of the word before it. French and SI
     write a number's groups of three digits as words: "1 000 000", "12 500,5"; a group follows
     a word of one to three digits (after opening brackets and a sign) with nothing after them.
@@ -312,7 +336,8 @@ def _number_groups(words, spans, output: bool = False) -> tuple[tf.Tensor, tf.Te
     own = _number_keys(spans.flat_values, flat, output)
     grouped = _number_keys(tf.gather(joined, number), flat, output)
     named = _key_names(spans.flat_values)[:, None]
-    return tf.concat([named, own, grouped], axis=1), continues
+    dates = _date_keys(spans.flat_values)
+    return tf.concat([named, own, grouped, dates], axis=1), continues
 
 
 def _key_names(spans) -> tf.Tensor:
@@ -449,8 +474,8 @@ def _claims(sources, translations, links, patterns):
     both in word order), else the first output word aligned to its source word."""
     source_words, spans = _read(sources, patterns)  # (n, SW)
     output_words, output = _read(translations, patterns)  # (n, TW')
-    source_keys, _ = _number_groups(source_words, spans)  # (SW_all, 5)
-    output_keys, continues = _number_groups(output_words, output, output=True)  # (TW_all, 5)
+    source_keys, _ = _number_groups(source_words, spans)  # (SW_all, 7)
+    output_keys, continues = _number_groups(output_words, output, output=True)  # (TW_all, 7)
     rows = spans.value_rowids()  # (total_source_words,)
     column = _columns(spans)
     output_rows, output_columns = output.value_rowids(), _columns(output)
