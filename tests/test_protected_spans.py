@@ -336,10 +336,10 @@ def test_a_number_in_any_locale_is_the_sources_and_a_wrong_one_is_replaced_whole
     assert sum(o != t for o, t in zip(out, translations, strict=True)) >= 100  # both kinds met
 
 
-def test_number_groups_are_read_together_only_after_a_short_lead():
+def test_word_keys_are_read_together_only_after_a_short_lead():
     text = "Seit 2019 500 Menschen, 1 000 000 und (12 500,5) 7, 100"
     words, spans = ps._read(tf.constant([text]), ps.PATTERNS)
-    keys, continues = ps._number_groups(words, spans)
+    keys, continues = ps._word_keys(words, spans)
     got = [(w.decode(), k[3].decode().removeprefix("\x01"), bool(c)) for w, k, c in
            zip(words.flat_values.numpy(), keys.numpy(), continues.numpy())]  # fmt: skip
     numbers = [g for g in got if g[1]]

@@ -13,7 +13,7 @@ that matches, with the spans `JOINER` characters join to it: "12/05/2024", "1,00
 "Ctrl+C/Ctrl+V" are one), the output is searched for the same span (the
 first span of each output word, read the same way): where the model copied it, nothing
 changes. A number the model wrote in its own language's style is a copy too: "1.000" or
-"1 000" (two words, read as one: `_number_groups`) for "1,000", "2,5" for "2.5" (not in a
+"1 000" (two words, read as one: `_word_keys`) for "1,000", "2,5" for "2.5" (not in a
 word with a letter next to a digit, nor a mix of styles: `_STYLED_NUMBER`). So is a key
 combination written with the model's language's names of its keys, its modifiers in any
 order: "Strg+Umschalt+F1", "Umschalt+Strg+F1" or "Ctrl+Maj+F1" for "Ctrl+Shift+F1"
@@ -116,7 +116,7 @@ JOINER = r"[-–—/+.:;_×]"
 # A number as a language writes it: digits, grouped by threes with one separator throughout,
 # then the other of "." and "," before its decimals ("1,000.5", "1.000,5", "1'000.5",
 # "1 000,5": French and SI, as words the model writes apart, read together by
-# `_number_groups`; no-break and thin spaces too), or one "." or "," before its decimals
+# `_word_keys`; no-break and thin spaces too), or one "." or "," before its decimals
 # ("2.5", "2,5"). Such a number the model wrote in its own language's style is the source's
 # number, copied (`_number_keys`): with its separators where the source has them ("1.000"
 # and "1 000" for "1,000", "2,5" for "2.5"), or a whole number without its groups ("1500"
@@ -315,7 +315,7 @@ def _date_keys(spans) -> tf.Tensor:
     return tf.stack([tf.where(iso != "", iso, day_first), month_first], axis=1)
 
 
-def _number_groups(words, spans, output: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
+def _word_keys(words, spans, output: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
     """`_read`'s words and spans, ragged `(n, W)` -> string `(W_all, 7)`: each word's keys
     (its span itself, a key combination by its keys: `_key_names`; the `_number_keys` of its
     span and of the number its word group writes; its `_date_keys`),
@@ -386,7 +386,7 @@ def _key_rows(names) -> tf.Tensor:
 
 def _group_index(continues) -> tf.Tensor:
     """bool `(W_all,)` whether each word continues the number before it -> int64 `(W_all,)`:
-    the index of the word group (`_number_groups`) each word belongs to."""
+    the index of the word group (`_word_keys`) each word belongs to."""
     return tf.cumsum(tf.cast(~continues, tf.int64)) - 1
 
 
@@ -416,7 +416,7 @@ def _ranks(keys) -> tf.Tensor:
 
 
 def _matched(keys, rows, other_keys, other_rows) -> tuple[tf.Tensor, tf.Tensor]:
-    """string `(k, K)` keys of k words (`_number_groups`) and int64 `(k,)` their sentences,
+    """string `(k, K)` keys of k words (`_word_keys`) and int64 `(k,)` their sentences,
     the other side's `(j, K)` and `(j,)` -> bool `(k,)` and `(j,)`: a key of the word ("":
     none) equals a key of a word of the other side in the same sentence. One `unique` over
     (sentence, key) of both sides answers both, not k x j comparisons."""
@@ -442,7 +442,7 @@ def _matched(keys, rows, other_keys, other_rows) -> tuple[tf.Tensor, tf.Tensor]:
 def _strays(output, rows, known, continues, patterns):
     """`protected_words` of the outputs `(n, TW')` and int64 `(TW_all,)` their sentences,
     whether each output word's span is the source's (`_matched`) and continues a number
-    (`_number_groups`) -> the model's strays: output words holding a span that no source word
+    (`_word_keys`) -> the model's strays: output words holding a span that no source word
     of their sentence holds (its mangled copy of a missing one: "(0/30/112,5/2012)." for
     "03/15/2012", "$0,00" for "$15,000"; "1 500" for "1,000" is one, its first word). int64
     `(s,)` key (sentence, row of `patterns`, rank among the sentence's strays of that row),
@@ -474,8 +474,8 @@ def _claims(sources, translations, links, patterns):
     both in word order), else the first output word aligned to its source word."""
     source_words, spans = _read(sources, patterns)  # (n, SW)
     output_words, output = _read(translations, patterns)  # (n, TW')
-    source_keys, _ = _number_groups(source_words, spans)  # (SW_all, 7)
-    output_keys, continues = _number_groups(output_words, output, output=True)  # (TW_all, 7)
+    source_keys, _ = _word_keys(source_words, spans)  # (SW_all, 7)
+    output_keys, continues = _word_keys(output_words, output, output=True)  # (TW_all, 7)
     rows = spans.value_rowids()  # (total_source_words,)
     column = _columns(spans)
     output_rows, output_columns = output.value_rowids(), _columns(output)
