@@ -381,7 +381,9 @@ def test_every_key_name_ends_in_an_ascii_letter_or_digit():
     rows = [r for r, (_, row) in enumerate(ps.KEY_NAMES) for _ in row.split()]
     found = ps._key_rows(tf.constant([n.lower() for n in names] + ["f5", "q", "", "bildx"]))
     assert found.numpy().tolist() == rows + [-1] * 4
-    assert _spans("In AF5 or F5x, F5 is a key and 5 a number.") == ["5", "5", "F5", "5"]
+    # "F5x": digits inside a name hold no span ("BIN2HEX", "H2O")
+    assert _spans("In AF5 or F5x, F5 is a key and 5 a number.") == ["5", "F5", "5"]
+    assert _spans("BIN2HEX(Number) of H2O, COVID-19, MP3 and A1:B2") == ["19", "3", "1"]
 
 
 def _combination_key(text):
@@ -490,4 +492,19 @@ def test_a_date_in_another_order_and_a_formula_in_the_targets_style_are_the_sour
     assert [t.decode() for t in formulas.numpy()] == [
         "=RUNDEN(2,348;2) ergibt 2,35.",
         "=NORMINV(0.9;63;5) ergibt 69,41.",  # 64 is another number: the source's run
+    ]
+
+
+def test_digits_inside_a_source_name_are_no_span_but_an_outputs_stray_still_is():
+    """A source word whose only digits sit inside a name ("BIN2HEX") holds no span, so the
+    model's translated name stays; an output word's digits inside letters are still its
+    mangled copy of a missing number, and are replaced."""
+    out = ps.restore_spans(
+        ["Use BIN2HEX(Number) now.", "Use StarCalc 1.0 files."],
+        ["Verwenden Sie BININHEX(Zahl) jetzt.", "Verwenden Sie StarCalc0Dateien."],
+        tf.constant([[0, 0, 1, 2], [0, 0, 1, -1]]),
+    )
+    assert [t.decode() for t in out.numpy()] == [
+        "Verwenden Sie BININHEX(Zahl) jetzt.",
+        "Verwenden Sie 1.0.",
     ]

@@ -270,8 +270,11 @@ def protected_words(texts, patterns=PATTERNS) -> tf.RaggedTensor:
     return _read(texts, patterns)[1]
 
 
-def _read(texts, patterns) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
-    """`protected_words`, and the words `(n, None)` it read, without invisible characters."""
+def _read(texts, patterns, output: bool = False) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    """`protected_words`, and the words `(n, None)` it read, without invisible characters.
+    A source word whose only digits sit inside a name holds no span ("BIN2HEX", "H2O": the
+    German "BININHEX" is no mangled copy); an `output` word does (the model's
+    "StarCalc0Tabellendokumente" is its stray of "1.0")."""
     spans = split_words(texts)  # as the model reads them: "1\u00a0000" is two
     words = remove_invisible(spans.flat_values)
     visible = tf.strings.regex_replace(words, EDGE_PUNCTUATION, "")
@@ -280,7 +283,13 @@ def _read(texts, patterns) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         as_is = tf.strings.regex_replace(spans.flat_values, EDGE_PUNCTUATION, "")
         has = tf.strings.regex_full_match(as_is, f"(?s).*?(?:{unknown[0]}).*")
         visible = tf.where(has, as_is, visible)
-    return spans.with_flat_values(words), spans.with_flat_values(first_spans(visible, patterns))
+    first = first_spans(visible, patterns)
+    if not output:
+        inside = tf.strings.regex_full_match(first, r"\d+") & tf.strings.regex_full_match(
+            visible, r"(?s)\D*\pL\d+\pL\D*"
+        )  # the word's only digits, inside a name
+        first = tf.where(inside, "", first)
+    return spans.with_flat_values(words), spans.with_flat_values(first)
 
 
 def _number_keys(spans, words, output: bool) -> tf.Tensor:
@@ -289,9 +298,10 @@ def _number_keys(spans, words, output: bool) -> tf.Tensor:
     separator before a digit written "." ("1,000.5", "1.000,5", "1'000.5", "1 000,5":
     "\x011.000.5"), and for a whole number "\x02" and its digits ("1,000", "1.000",
     "1 000", "1000": "\x021000"; of the `output`, not "2,021" or "6 000"). The "\x01" and
-    "\x02" keep keys apart from each other and from any span's own text. No keys for a word
-    with a letter next to a digit ("(II8,7)"; a formula's "=RUNDEN(2,348;2)" has keys)."""
-    lettered = tf.strings.regex_full_match(words, r"(?s).*(?:\pL\d|\d\pL).*")
+    "\x02" keep keys apart from each other and from any span's own text. No keys for an
+    `output` word with a letter next to a digit ("(II8,7)" is no copy of "8.7"; a formula's
+    "=RUNDEN(2,348;2)" has keys; a source's "4.0pt" too)."""
+    lettered = tf.strings.regex_full_match(words, r"(?s).*(?:\pL\d|\d\pL).*") & output
     dotted = tf.strings.regex_replace(spans, f"{NUMBER_SEPARATOR}(\\d)", r".\1")
     numeric = tf.strings.regex_full_match(spans, _NUMERIC) & ~lettered
     whole = tf.strings.regex_full_match(spans, _WHOLE) & ~lettered
@@ -473,7 +483,7 @@ def _claims(sources, translations, links, patterns):
     (`_strays`; the k-th missing span of a row in a sentence takes the k-th stray of that row,
     both in word order), else the first output word aligned to its source word."""
     source_words, spans = _read(sources, patterns)  # (n, SW)
-    output_words, output = _read(translations, patterns)  # (n, TW')
+    output_words, output = _read(translations, patterns, output=True)  # (n, TW')
     source_keys, _ = _word_keys(source_words, spans)  # (SW_all, 7)
     output_keys, continues = _word_keys(output_words, output, output=True)  # (TW_all, 7)
     rows = spans.value_rowids()  # (total_source_words,)
