@@ -301,12 +301,13 @@ def _number_keys(spans, words, output: bool) -> tf.Tensor:
     "\x02" keep keys apart from each other and from any span's own text. No keys for an
     `output` word with a letter next to a digit ("(II8,7)" is no copy of "8.7"; a formula's
     "=RUNDEN(2,348;2)" has keys; a source's "4.0pt" too)."""
-    lettered = tf.strings.regex_full_match(words, r"(?s).*(?:\pL\d|\d\pL).*") & output
     dotted = tf.strings.regex_replace(spans, f"{NUMBER_SEPARATOR}(\\d)", r".\1")
-    numeric = tf.strings.regex_full_match(spans, _NUMERIC) & ~lettered
-    whole = tf.strings.regex_full_match(spans, _WHOLE) & ~lettered
+    numeric = tf.strings.regex_full_match(spans, _NUMERIC)
+    whole = tf.strings.regex_full_match(spans, _WHOLE)
     if output:
-        whole &= ~tf.strings.regex_full_match(spans, _FOUR_IN_GROUPS)
+        lettered = tf.strings.regex_full_match(words, r"(?s).*(?:\pL\d|\d\pL).*")
+        numeric &= ~lettered
+        whole &= ~lettered & ~tf.strings.regex_full_match(spans, _FOUR_IN_GROUPS)
     digits = tf.strings.regex_replace(spans, NUMBER_SEPARATOR, "")
     return tf.stack([tf.where(numeric, tf.strings.join(["\x01", dotted]), ""),
                      tf.where(whole, tf.strings.join(["\x02", digits]), "")], axis=1)  # fmt: skip
