@@ -2,7 +2,7 @@
 run's `translate_lines` (the path of `keras-transformer-translate --markup` and the export's
 `translate_markup`) and the pair's tagged dev sets.
 
-    from benchmarks.markup_inputs import markup_translator, tagged_pairs
+    from benchmarks.markup_inputs import markup_translator, tagged_pairs, with_value
     translate = markup_translator("runs/sample_en_de")  # list of str -> list of str
 """
 
@@ -30,6 +30,13 @@ def markup_translator(run: str):
         return [text for text, _, _ in translate_lines(translator, texts)[0]] if texts else []
 
     return translate
+
+
+def with_value(text: str, value: str) -> str:
+    """`text` with `value` in parentheses before its final punctuation ("Click OK.", "3 pm"
+    -> "Click OK (3 pm).")."""
+    stem, end = (text[:-1], text[-1]) if text[-1] in ".!?" else (text, "")
+    return f"{stem} ({value}){end}"
 
 
 def tagged_pairs(pair: str) -> list:

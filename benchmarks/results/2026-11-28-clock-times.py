@@ -2,8 +2,9 @@
 protected span (2026-11-28).
 
     git worktree add /tmp/before_clock 47deb4a
+    cp benchmarks/markup_inputs.py /tmp/before_clock/benchmarks/  # (47deb4a lacks it)
     PYTHONPATH=/tmp/before_clock python THIS RUN PAIR before.txt
-    python THIS RUN PAIR after.txt
+    PYTHONPATH=. python THIS RUN PAIR after.txt
     (THIS: benchmarks/results/2026-11-28-clock-times.py; RUN: a run trained on PAIR,
     sample_en_de or sample_en_fr)
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import sacrebleu
 
+from benchmarks.markup_inputs import with_value
 from keras_transformer.data.corpus import read_pairs
 
 
@@ -35,23 +37,11 @@ def values(i: int) -> dict:
     }
 
 
-def with_value(text: str, value: str) -> str:
-    stem, end = (text[:-1], text[-1]) if text[-1] in ".!?" else (text, "")
-    return f"{stem} ({value}){end}"
-
-
 def main(run: str, pair: str, out_path: str) -> None:
-    from keras_transformer import SearchOptions, artifacts
-    from keras_transformer.decoding import Translator
-    from keras_transformer.decoding.markup_translation import translate_lines
+    from benchmarks.markup_inputs import markup_translator
 
     pairs = list(read_pairs(pair, "dev"))[:150]
-    model, _, tokenizer = artifacts.load_trained(run)
-    translator = Translator(model, tokenizer, SearchOptions(alpha=artifacts.run_eval_alpha(run)),
-                            alignment=artifacts.run_alignment(run))  # fmt: skip
-
-    def translate(texts):
-        return [t for t, _, _ in translate_lines(translator, texts)[0]]
+    translate = markup_translator(run)
 
     lines = []
     print(f"{pair}")

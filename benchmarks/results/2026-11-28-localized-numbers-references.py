@@ -3,8 +3,9 @@ change (each change damages a translation a person wrote), before and after a nu
 target language's style counts as the source's (2026-11-28).
 
     git worktree add /tmp/before_locale 8502306
+    cp benchmarks/markup_inputs.py /tmp/before_locale/benchmarks/  # (8502306 lacks it)
     PYTHONPATH=/tmp/before_locale python THIS RUN PAIR before.txt
-    python THIS RUN PAIR after.txt
+    PYTHONPATH=. python THIS RUN PAIR after.txt
     (THIS: benchmarks/results/2026-11-28-localized-numbers-references.py; RUN: a run trained
     on PAIR, sample_en_de or sample_en_fr: its alignment head aligns each pair)
 
@@ -27,28 +28,10 @@ NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+"  # English-style thousands or 
 
 
 def main(run: str, pair: str, out_path: str) -> None:
-    import tensorflow as tf
-
-    from keras_transformer import artifacts
-    from keras_transformer.data.protected_spans import restore_spans, span_patterns
-    from keras_transformer.decoding.alignments import align_tensors, word_start_table
+    from benchmarks.markup_inputs import restored_references
 
     pairs = [(s, t) for s, t in read_pairs(pair, "train") if re.search(r"\d", s)]
-    model, _, tokenizer = artifacts.load_trained(run)
-    starts = word_start_table(tokenizer.model_proto)
-    choice = artifacts.run_alignment(run).kwargs()
-    patterns = span_patterns(tokenizer.model_proto)
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
-    def restore(sources, references):
-        links = align_tensors(model, tokenizer, sources, references, starts, **choice)
-        return restore_spans(sources, references, links["source_index"], patterns)
-
-    out = []
-    for i in range(0, len(pairs), 64):
-        batch = pairs[i : i + 64]
-        got = restore(tf.constant([s for s, _ in batch]), tf.constant([t for _, t in batch]))
-        out += [t.decode("utf-8") for t in got.numpy()]
+    out = restored_references(run, pairs)
     changed = [k for k, ((_, t), o) in enumerate(zip(pairs, out)) if o != t]
     numbered = [k for k in changed if re.search(NUMBER, pairs[k][0])]
     bleu = sacrebleu.corpus_bleu(out, [[t for _, t in pairs]]).score

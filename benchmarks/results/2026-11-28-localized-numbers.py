@@ -2,8 +2,9 @@
 the target language's style counts as the source's (2026-11-28).
 
     git worktree add /tmp/before_locale 8502306
+    cp benchmarks/markup_inputs.py /tmp/before_locale/benchmarks/  # (8502306 lacks it)
     PYTHONPATH=/tmp/before_locale python THIS RUN PAIR before.txt
-    python THIS RUN PAIR after.txt
+    PYTHONPATH=. python THIS RUN PAIR after.txt
     (THIS: benchmarks/results/2026-11-28-localized-numbers.py; RUN: a run trained on PAIR,
     sample_en_de or sample_en_fr)
     PYTHONPATH=TREE python THIS cost LABEL   # restore_spans' time, alternated across trees
@@ -18,13 +19,13 @@ references. Then the inputs without such values: the pair's tagged dev sets and 
 BLEU of the stripped or plain outputs. Outputs go to the given file, one per line, in order.
 """
 
-import gzip
 import re
 import sys
 from pathlib import Path
 
 import sacrebleu
 
+from benchmarks.markup_inputs import with_value
 from keras_transformer.data.corpus import read_pairs
 
 STYLES = {"en": (",", "."), "de": (".", ","), "fr": (" ", ","), "ch": ("'", ".")}
@@ -57,37 +58,13 @@ def holds(output: str, form: str) -> bool:
     return re.search(rf"(?<![\d.,']){re.escape(form)}(?![\d]|[.,']\d)", output) is not None
 
 
-def with_value(text: str, value: str) -> str:
-    stem, end = (text[:-1], text[-1]) if text[-1] in ".!?" else (text, "")
-    return f"{stem} ({value}){end}"
-
-
-def tagged_pairs(pair: str) -> list:
-    sample = Path(__file__).resolve().parents[2] / "keras_transformer/data/sample"
-    path = sample / f"{pair[len('sample_') :]}.dev.tagged.tsv.gz"
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        pairs = [line.split("\t")[:2] for line in f.read().splitlines()]
-    if pair != "sample_en_de":
-        return pairs
-    hand = Path(__file__).resolve().parents[1] / "data/tagged_dev.tsv"
-    lines = hand.read_text(encoding="utf-8").splitlines()
-    return pairs + [line.split("\t")[:2] for line in lines if line and not line.startswith("#")]
-
-
 def main(run: str, pair: str, out_path: str) -> None:
-    from keras_transformer import SearchOptions, artifacts
-    from keras_transformer.decoding import Translator
+    from benchmarks.markup_inputs import markup_translator, tagged_pairs
     from keras_transformer.decoding.markup_evaluation import tag_scores
-    from keras_transformer.decoding.markup_translation import translate_lines
 
     target = {"sample_en_de": "de", "sample_en_fr": "fr"}[pair]
     pairs = list(read_pairs(pair, "dev"))[:150]
-    model, _, tokenizer = artifacts.load_trained(run)
-    translator = Translator(model, tokenizer, SearchOptions(alpha=artifacts.run_eval_alpha(run)),
-                            alignment=artifacts.run_alignment(run))  # fmt: skip
-
-    def translate(texts):
-        return [t for t, _, _ in translate_lines(translator, texts)[0]]
+    translate = markup_translator(run)
 
     lines = []
     print(f"{pair}, target style {target}")
@@ -131,31 +108,12 @@ def cost(label: str) -> None:
     """`restore_spans` in a `tf.function`: the first 64 dev sentences, each with a number and
     a date; their references with the number in French style and the date mangled. Medians
     of 400 calls at batch 1 and 64."""
-    import time
-
-    import numpy as np
-    import tensorflow as tf
-
-    from keras_transformer.data.protected_spans import restore_spans
+    from benchmarks.markup_inputs import restore_cost
 
     pairs = list(read_pairs("sample_en_de", "dev"))[:64]
     src = [f"{s[:-1]} (12,{100 + i}.5 and 03/15/2012){s[-1]}" for i, (s, _) in enumerate(pairs)]
     out = [f"{t[:-1]} (12 {100 + i},5 und 0/3/15,2012){t[-1]}" for i, (_, t) in enumerate(pairs)]
-    links = tf.ragged.constant([[min(j, len(s.split()) - 1) for j in range(len(t.split()))]
-                                for s, t in zip(src, out)]).to_tensor(-1)  # fmt: skip
-    restore = tf.function(restore_spans)
-    times = []
-    for batch in (1, 64):
-        args = (tf.constant(src[:batch]), tf.constant(out[:batch]), links[:batch])
-        for _ in range(20):
-            restore(*args)
-        took = []
-        for _ in range(400):
-            start = time.perf_counter()
-            restore(*args).numpy()
-            took.append(time.perf_counter() - start)
-        times.append(f"batch {batch}: {1e3 * np.median(took):.3f} ms")
-    print(label, *times, flush=True)
+    print(label, restore_cost(src, out), flush=True)
 
 
 if __name__ == "__main__":
