@@ -18,7 +18,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 
-from keras_transformer import onednn
+from keras_transformer import malloc, onednn
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> i
         sys.stderr.write(f"error: unknown workload. Received: workload={workload!r}\n")
         return 2
     onednn.prefer_onednn()  # as the commands do, before any workload starts TensorFlow
+    malloc.keep_freed_memory()  # as the commands do; CTranslate2's workers do the same
     kinds = WORKLOADS[workload]
     kind = next(iter(kinds))  # the default
     if rest and rest[0] in kinds:

@@ -11,6 +11,13 @@ per compute type (`serving single`, and the decode and scaling workloads' CTrans
 `serving single`'s requests are timed in the worker (SentencePiece encoding,
 `translate_batch`, decoding) and come back with the translations, so the pipe between the
 processes is not counted.
+
+Each worker sets glibc's `malloc` as the package's commands and `benchmarks/run.py` set their
+own process (`keras_transformer.malloc.keep_freed_memory`; `KERAS_TRANSFORMER_MALLOC=default`
+leaves glibc's defaults in both). With glibc's defaults CTranslate2 maps and unmaps its large
+buffers at every step: base at batch 64 on the 2-core EPYC spent 32 s of 31.5 s wall in the
+kernel (19 million page faults) and ran at 2.03 sentences/s, 5.08 with the setting
+(2026-11-29-issue-54-peer-malloc.md).
 """
 
 from __future__ import annotations
@@ -28,11 +35,16 @@ class Timed(NamedTuple):
     seconds: float
 
 
-def _serve(conn, path: str, spm_path: str | None, compute_type: str, search: dict | None):
+def _serve(
+    conn, path: str, spm_path: str | None, compute_type: str, search: dict | None, threads: int
+):
     """The worker: load one translator, then answer requests until it receives None:
     `("texts", texts)` -> `Timed(translations, seconds)` (SentencePiece `spm_path`, `search`);
     `("tokens", (tokens, options))` -> `Timed(the best hypothesis' length per source,
     seconds)` (pre-tokenized sources, `translate_batch`'s own options)."""
+    from keras_transformer import malloc
+
+    malloc.keep_freed_memory()  # glibc's malloc set as in the benchmark's own process
     import ctranslate2
 
     processor = None
@@ -42,7 +54,7 @@ def _serve(conn, path: str, spm_path: str | None, compute_type: str, search: dic
         processor = sentencepiece.SentencePieceProcessor(model_file=spm_path)
     translator = ctranslate2.Translator(
         path, device="cpu", compute_type=compute_type, inter_threads=1,
-        intra_threads=os.cpu_count(),
+        intra_threads=threads,
     )  # fmt: skip
     conn.send("ready")
     while True:
@@ -79,16 +91,24 @@ class Worker:
     that nothing of this process's threads comes with it). `search`: beam_size, alpha,
     max_extra_length (outputs of at most the batch's longest source + that many pieces:
     CTranslate2 takes one limit a batch) and limit (the model's last position).
+    `threads`: its `intra_threads` (default: the machine's cores).
     `worker.translate_tokens(tokens, **options)`: pre-tokenized sources (`spm_path` and
     `search` may be None), `translate_batch`'s options as given."""
 
     def __init__(
-        self, path: str, spm_path: str | None, compute_type: str, search: dict | None = None
+        self,
+        path: str,
+        spm_path: str | None,
+        compute_type: str,
+        search: dict | None = None,
+        threads: int | None = None,
     ):
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
-            target=_serve, args=(child, path, spm_path, compute_type, search), daemon=True
+            target=_serve,
+            args=(child, path, spm_path, compute_type, search, threads or os.cpu_count()),
+            daemon=True,
         )
         self._process.start()
         child.close()  # the worker's end: only the worker holds it now, so its exit ends recv

@@ -19,7 +19,14 @@ joined where the split has too few long ones). Each request is one sentence:
   with one sentence, beam 4, at most source + 50 pieces, float32 and int8, SentencePiece
   encoding and decoding in Python included (what our signature does in its graph); each
   compute type in a process of its own that times its requests
-  (`benchmarks.ctranslate2_process`: two translators in one process slow each other ~10x).
+  (`benchmarks.ctranslate2_process`: two translators in one process slow each other ~10x),
+  with `intra_threads` of 1 and of the machine's cores (`--peer-threads`: one thread is
+  CTranslate2's fastest for one sentence on the 2-core EPYC, 1.5-1.8 ms against 2.8-4.0 ms,
+  2026-11-29-issue-54-idle-requests.md).
+
+`--idle-ms 50` sleeps before each timed request: a person's requests arrive after a pause,
+and after one every runtime starts colder (on the 2-core KVM EPYC, ~0.3 ms more for a single
+TensorFlow op, ~2 ms more for our 5-piece request, ~0.6 ms for CTranslate2's).
 
 `--throughput 64` measures sentences/s instead: the test split (`--sentences`) in batches of
 64 through each system (the issue-54 comparison of the float32 and bfloat16 exports with
@@ -85,12 +92,16 @@ def percentiles(times: list[float]) -> dict:
             "p90_ms": 1e3 * float(np.percentile(times, 90))}  # fmt: skip
 
 
-def ctranslate2_systems(model, spm_path: str, search: SearchOptions) -> dict:
+def ctranslate2_systems(
+    model, spm_path: str, search: SearchOptions, threads: tuple = (None,)
+) -> dict:
     """`{name: translate(texts) -> Timed(translations, seconds)}` for CTranslate2 float32 and
     int8, each in a process of its own (`benchmarks.ctranslate2_process`: two translators in
     one process slow each other down), or {} without CTranslate2; outputs of at most source
     + `max_extra_length` pieces (the batch's longest source: CTranslate2 takes one limit a
-    batch), within the model's `max_length` positions."""
+    batch), within the model's `max_length` positions. `threads`: a pair of workers for each
+    `intra_threads` value (None: the machine's cores, named without a tail; n: ", n
+    thread(s)")."""
     try:
         import ctranslate2  # noqa: F401
         import sentencepiece  # noqa: F401
@@ -107,8 +118,13 @@ def ctranslate2_systems(model, spm_path: str, search: SearchOptions) -> dict:
     limit = model.config.max_length - 1  # positions 0 .. max_length - 1, BOS at 0
     options = dict(beam_size=search.beam_size, alpha=search.alpha,
                    max_extra_length=search.max_extra_length, limit=limit)  # fmt: skip
-    return {f"CTranslate2 {kind}": Worker(path, spm_path, kind, options)
-            for kind in ("float32", "int8")}  # fmt: skip
+    return {f"CTranslate2 {kind}{thread_tail(n)}": Worker(path, spm_path, kind, options, n)
+            for n in threads for kind in ("float32", "int8")}  # fmt: skip
+
+
+def thread_tail(threads: int | None) -> str:
+    """A CTranslate2 system's name tail for its `intra_threads` (None: the cores, no tail)."""
+    return "" if threads is None else f", {threads} thread{'s' if threads > 1 else ''}"
 
 
 def timed_call(system, texts: list[str]) -> tuple[list, float]:
@@ -163,8 +179,10 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
     return systems
 
 
-def latency_rows(systems: dict, sentences: dict, rounds: int) -> list[dict]:
-    """p50/p90 of every system at every length, systems alternating within each round.
+def latency_rows(systems: dict, sentences: dict, rounds: int, idle_s: float = 0.0) -> list[dict]:
+    """p50/p90 of every system at every length, systems alternating within each round;
+    `idle_s` seconds of sleep before each timed request (requests that arrive one by one
+    after a pause, as a person's do; 0: each right after the previous system's).
 
     Each system is first warmed with every sentence once: the XLA export compiles once per
     source width and batch size, and a long sentence may be cut into segments (a batch) of
@@ -180,6 +198,8 @@ def latency_rows(systems: dict, sentences: dict, rounds: int) -> list[dict]:
         for length, texts in sentences.items():
             for text in texts:
                 for name in names[:: 1 if round_ % 2 == 0 else -1]:
+                    if idle_s:
+                        time.sleep(idle_s)
                     times[(name, length)].append(timed_call(systems[name], [text])[1])
     return [dict(system=name, length=length, requests=len(t), **percentiles(t))
             for (name, length), t in times.items()]  # fmt: skip
@@ -294,6 +314,18 @@ def print_profile(rows: list[dict]) -> None:
               f"{r['output_pieces']:.1f} | {r['per_step_ms']:.2f} |")  # fmt: skip
 
 
+def peer_threads(args) -> tuple:
+    """CTranslate2's `intra_threads` values (None: the cores): `--peer-threads` (the cores'
+    count named as None), else latency 1 and the cores, throughput the cores."""
+    if args.peer_threads:
+        for n in args.peer_threads:
+            if n < 1:
+                raise SystemExit(f"--peer-threads must each be at least 1. Received: {n}")
+        cores = os.cpu_count()
+        return tuple(dict.fromkeys(None if n == cores else n for n in args.peer_threads))
+    return (None,) if args.throughput or os.cpu_count() == 1 else (1, None)
+
+
 def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> int:
     parser = flags.parser(prog, __doc__)
     add_model_arguments(parser, parser.add_mutually_exclusive_group())
@@ -310,6 +342,17 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         "default) and/or next (one step ahead, like CTranslate2's top-beam exit)",
     )  # fmt: skip
     parser.add_argument("--no-peers", action="store_true", help="without CTranslate2")
+    parser.add_argument(
+        "--peer-threads", type=int, nargs="+", default=None, metavar="N",
+        help="CTranslate2's intra_threads, a float32 and an int8 worker for each (default: "
+        "latency 1 and the cores, since one thread is CTranslate2's fastest for one sentence "
+        "here; --throughput the cores)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--idle-ms", type=float, default=0.0,
+        help="latency: sleep this long before each timed request (requests after a pause, as "
+        "a person sends them; default 0: each right after the previous system's)",
+    )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="split our request's time")
     parser.add_argument(
         "--throughput", type=int, default=None, metavar="BATCH",
@@ -324,6 +367,8 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     )  # fmt: skip
     parser.add_argument("--output", default=None, help="JSON file for the results")
     args = parser.parse_args(argv)
+    if args.idle_ms < 0:
+        parser.error(f"--idle-ms must be at least 0. Received: {args.idle_ms}")
     machine.cap_cpu_isa(args.cpu_isa)  # before any product runs
     args.export_dir = None  # serving_benchmark.environment reads it
     with tempfile.TemporaryDirectory() as workdir:
@@ -339,14 +384,14 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         systems = our_systems(args, model_dir, workdir, search)
         if not args.no_peers:
             spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)
-            systems.update(ctranslate2_systems(model, spm, search))
+            systems.update(ctranslate2_systems(model, spm, search, peer_threads(args)))
         if args.throughput:
             rows = throughput_rows(
                 systems, texts[: args.sentences], args.throughput, args.rounds,
                 lambda out: int(tokenizer.tokenize(tf.constant(out)).row_lengths().numpy().sum()),
             )  # fmt: skip
         else:
-            rows = latency_rows(systems, sentences, args.rounds)
+            rows = latency_rows(systems, sentences, args.rounds, args.idle_ms / 1e3)
         if "_server" in systems:
             systems["_server"].stop(grace=None)
         profile = []
@@ -374,7 +419,9 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         print_profile(profile)
     report = dict(command=" ".join([sys.executable, *sys.argv]), search=search.__dict__,
                   lengths={n: [count_pieces(t) for t in s] for n, s in sentences.items()},
-                  rows=rows, profile=profile, **environment(args))  # fmt: skip
+                  rows=rows, profile=profile, idle_ms=args.idle_ms,
+                  peer_threads=[n or os.cpu_count() for n in peer_threads(args)],
+                  **environment(args))  # fmt: skip
     if args.output:
         Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -57,7 +57,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402
 
 from benchmarks import flags, machine  # noqa: E402
-from keras_transformer import onednn  # noqa: E402
+from keras_transformer import malloc, onednn  # noqa: E402
 from keras_transformer.config import SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
 from keras_transformer.decoding.evaluation import group_documents  # noqa: E402
@@ -205,6 +205,7 @@ def environment(args) -> dict:
         export_dir=args.export_dir,
         model_dir=args.model_dir or f"untrained {args.untrained or 'tiny test'} model",
         cpu_isa_cap=onednn.isa_cap() or None,
+        malloc=os.environ.get(malloc.ENV_VAR, "keep"),  # this process's and the peers' workers'
         date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         machine=dict(platform=platform.platform(), processor=machine.cpu_name(),
                      cpus=os.cpu_count(), gpus=len(tf.config.list_physical_devices("GPU"))),

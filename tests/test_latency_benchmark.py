@@ -62,6 +62,57 @@ def test_latency_rows_warm_every_system_with_every_sentence_once_before_timing()
     }
 
 
+def test_latency_rows_sleep_idle_seconds_before_each_timed_request_only(monkeypatch):
+    from benchmarks import latency_benchmark
+
+    events = []
+    monkeypatch.setattr(latency_benchmark.time, "sleep", lambda s: events.append(("sleep", s)))
+    systems = {"a": lambda texts: events.append(("call", texts[0]))}
+    rows = latency_benchmark.latency_rows(systems, {5: ["u", "v"]}, rounds=2, idle_s=0.05)
+    assert events[:2] == [("call", "u"), ("call", "v")]  # warm-up: no pauses
+    assert events[2:] == [("sleep", 0.05), ("call", "u"), ("sleep", 0.05), ("call", "v")] * 2
+    assert rows[0]["requests"] == 4
+    events.clear()
+    latency_benchmark.latency_rows(systems, {5: ["u"]}, rounds=1)
+    assert ("sleep", 0.05) not in events and len(events) == 2  # idle 0: no sleep at all
+
+
+@pytest.mark.parametrize(
+    "argv, cores, expected",
+    [
+        ([], 2, (1, None)),  # latency: one thread and the cores
+        ([], 1, (None,)),  # one core: the same worker twice otherwise
+        (["--throughput", "64"], 2, (None,)),
+        (["--peer-threads", "2", "1", "2"], 2, (None, 1)),  # the cores' count is None, once
+        (["--peer-threads", "3"], 2, (3,)),
+    ],
+)
+def test_peer_threads_default_by_workload_and_flag(monkeypatch, argv, cores, expected):
+    import argparse
+
+    from benchmarks import latency_benchmark
+
+    monkeypatch.setattr(latency_benchmark.os, "cpu_count", lambda: cores)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--throughput", type=int, default=None)
+    parser.add_argument("--peer-threads", type=int, nargs="+", default=None)
+    assert latency_benchmark.peer_threads(parser.parse_args(argv)) == expected
+    names = [latency_benchmark.thread_tail(n) for n in expected]
+    assert names == ["" if n is None else f", {n} thread{'s' * (n > 1)}" for n in expected]
+
+
+def test_peer_threads_below_one_and_negative_idle_are_refused(capsys):
+    import argparse
+
+    from benchmarks import latency_benchmark
+
+    with pytest.raises(SystemExit, match="--peer-threads must each be at least 1. Received: 0"):
+        latency_benchmark.peer_threads(argparse.Namespace(peer_threads=[1, 0], throughput=None))
+    with pytest.raises(SystemExit):
+        latency_benchmark.main(["--idle-ms", "-5"])
+    assert "--idle-ms must be at least 0. Received: -5.0" in capsys.readouterr().err
+
+
 def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themselves(tmp_path):
     """Each compute type in a spawned process (`benchmarks.ctranslate2_process`): the same
     translations as a `ctranslate2.Translator` here with the same options; the seconds are
@@ -80,8 +131,13 @@ def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themse
     model, _, _ = artifacts.load_trained(run)
     spm = artifacts.path(run, artifacts.TOKENIZER_FILE)
     search = SearchOptions(beam_size=2, alpha=0.6, max_extra_length=5)
-    systems = ctranslate2_systems(model, spm, search)
-    assert set(systems) == {"CTranslate2 float32", "CTranslate2 int8"}
+    systems = ctranslate2_systems(model, spm, search, threads=(None, 1))
+    assert set(systems) == {
+        "CTranslate2 float32",
+        "CTranslate2 int8",
+        "CTranslate2 float32, 1 thread",
+        "CTranslate2 int8, 1 thread",
+    }
     texts = list(SENTENCES[:3])
     outputs, seconds = timed_call(systems["CTranslate2 float32"], texts)
     processor = sentencepiece.SentencePieceProcessor(model_file=spm)
@@ -93,6 +149,7 @@ def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themse
         max_decoding_length=max(map(len, tokens)) + 1 + 5,
     )  # fmt: skip
     assert outputs == processor.decode([r.hypotheses[0] for r in results])
+    assert timed_call(systems["CTranslate2 float32, 1 thread"], texts)[0] == outputs
     assert 0 < seconds < 60
     assert len(timed_call(systems["CTranslate2 int8"], texts[:1])[0]) == 1
     for worker in systems.values():
@@ -107,3 +164,25 @@ def test_a_ctranslate2_worker_that_cannot_load_says_which_and_why(tmp_path):
     options = dict(beam_size=1, alpha=0.6, max_extra_length=5, limit=63)
     with pytest.raises(RuntimeError, match="int8 worker for .*no_model.* did not start"):
         Worker(missing, str(tmp_path / "no.model"), "int8", options)
+
+
+def test_benchmarks_and_ctranslate2_workers_set_malloc_as_the_commands_do(monkeypatch):
+    """`benchmarks/run.py` sets its process's glibc malloc before a workload starts, and a
+    CTranslate2 worker its own before loading CTranslate2 (the same setting on both sides of
+    a comparison: 2026-11-29-issue-54-peer-malloc.md); both read KERAS_TRANSFORMER_MALLOC."""
+    from benchmarks import catalog
+    from benchmarks.ctranslate2_process import _serve
+
+    class Reached(Exception):
+        pass
+
+    def reached():
+        raise Reached
+
+    monkeypatch.setattr(catalog.malloc, "keep_freed_memory", reached)
+    with pytest.raises(Reached):
+        catalog.main(["serving", "single", "--help"])
+    monkeypatch.undo()
+    monkeypatch.setenv("KERAS_TRANSFORMER_MALLOC", "bogus")
+    with pytest.raises(ValueError, match="KERAS_TRANSFORMER_MALLOC='bogus'"):
+        _serve(None, "no_model", None, "float32", None, 1)  # fails before CTranslate2 loads
