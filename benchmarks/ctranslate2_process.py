@@ -15,8 +15,8 @@ processes is not counted.
 Each worker sets glibc's `malloc` as the package's commands and `benchmarks/run.py` set their
 own process (`keras_transformer.malloc.keep_freed_memory`; `KERAS_TRANSFORMER_MALLOC=default`
 leaves glibc's defaults in both). With glibc's defaults CTranslate2 maps and unmaps its large
-buffers at every step: base at batch 64 on the 2-core EPYC spent 32 s of 31.5 s wall in the
-kernel (19 million page faults) and ran at 2.03 sentences/s, 5.08 with the setting
+buffers at every step: base at batch 64 on the 2-core EPYC spent 42.7 s of 39.7 s wall in the
+kernel (21.8 million page faults) and ran at 1.61 sentences/s, 3.15 with the setting
 (2026-11-29-issue-54-peer-malloc.md).
 """
 

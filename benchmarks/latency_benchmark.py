@@ -20,9 +20,10 @@ joined where the split has too few long ones). Each request is one sentence:
   encoding and decoding in Python included (what our signature does in its graph); each
   compute type in a process of its own that times its requests
   (`benchmarks.ctranslate2_process`: two translators in one process slow each other ~10x),
-  with `intra_threads` of 1 and of the machine's cores (`--peer-threads`: one thread is
-  CTranslate2's fastest for one sentence on the 2-core EPYC, 1.5-1.8 ms against 2.8-4.0 ms,
-  2026-11-29-issue-54-idle-requests.md).
+  with `intra_threads` of 1 and of the machine's cores (`--peer-threads`). Neither is its
+  fastest everywhere on the 2-core EPYC: one thread for the small model after a pause
+  (2.4 against 9.8 ms) and at ~50 pieces, the cores at base
+  (2026-11-29-issue-54-idle-requests.md).
 
 `--idle-ms 50` sleeps before each timed request: a person's requests arrive after a pause,
 and after one every runtime starts colder (on the 2-core KVM EPYC, ~0.3 ms more for a single
@@ -345,8 +346,8 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     parser.add_argument(
         "--peer-threads", type=int, nargs="+", default=None, metavar="N",
         help="CTranslate2's intra_threads, a float32 and an int8 worker for each (default: "
-        "latency 1 and the cores, since one thread is CTranslate2's fastest for one sentence "
-        "here; --throughput the cores)",
+        "latency 1 and the cores, since neither is CTranslate2's fastest for every model and "
+        "length; --throughput the cores)",
     )  # fmt: skip
     parser.add_argument(
         "--idle-ms", type=float, default=0.0,
