@@ -370,6 +370,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     args = parser.parse_args(argv)
     if args.idle_ms < 0:
         parser.error(f"--idle-ms must be at least 0. Received: {args.idle_ms}")
+    threads = peer_threads(args)  # checked before anything runs
     machine.cap_cpu_isa(args.cpu_isa)  # before any product runs
     args.export_dir = None  # serving_benchmark.environment reads it
     with tempfile.TemporaryDirectory() as workdir:
@@ -385,7 +386,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         systems = our_systems(args, model_dir, workdir, search)
         if not args.no_peers:
             spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)
-            systems.update(ctranslate2_systems(model, spm, search, peer_threads(args)))
+            systems.update(ctranslate2_systems(model, spm, search, threads))
         if args.throughput:
             rows = throughput_rows(
                 systems, texts[: args.sentences], args.throughput, args.rounds,
@@ -421,7 +422,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     report = dict(command=" ".join([sys.executable, *sys.argv]), search=search.__dict__,
                   lengths={n: [count_pieces(t) for t in s] for n, s in sentences.items()},
                   rows=rows, profile=profile, idle_ms=args.idle_ms,
-                  peer_threads=[n or os.cpu_count() for n in peer_threads(args)],
+                  peer_threads=[n or os.cpu_count() for n in threads],
                   **environment(args))  # fmt: skip
     if args.output:
         Path(args.output).write_text(json.dumps(report, indent=2) + "\n")

@@ -178,10 +178,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py profile tf") -> None:
     flags.add(parser, repeats={"default": 5, "help": "timed rounds over the parts"})
     parser.add_argument("--trace-dir", default="", help="also write a TF profiler trace here")
     flags.add(parser, json="")
-    args = parser.parse_args(argv)
-    from keras_transformer import malloc
-
-    malloc.keep_freed_memory()  # as the commands and the train workload do
+    args = parser.parse_args(argv)  # glibc's malloc: set by benchmarks.catalog, as the commands
     result = run(args)
     print(json.dumps(result))
     print(_table(result))

@@ -91,7 +91,8 @@ def main(argv: list[str], prog: str = "python benchmarks/run.py", workload: str 
     args = parse_args(argv, prog)
     machine.cap_cpu_isa(args.cpu_isa)  # before any matrix library starts
     # One process runs every system, so each gets the setting our commands use
-    # (KERAS_TRANSFORMER_MALLOC=default: glibc's own).
+    # (KERAS_TRANSFORMER_MALLOC=default: glibc's own). benchmarks.catalog has applied it
+    # already; applying it again only returns whether it holds, for the report.
     kept = malloc.keep_freed_memory()
     batch, steps = DEFAULTS[workload]
     spec = Spec(config=args.config, vocab_size=args.vocab_size, batch=args.batch or batch,

@@ -111,6 +111,8 @@ def test_peer_threads_below_one_and_negative_idle_are_refused(capsys):
     with pytest.raises(SystemExit):
         latency_benchmark.main(["--idle-ms", "-5"])
     assert "--idle-ms must be at least 0. Received: -5.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="Received: 0"):  # before any model is made or run
+        latency_benchmark.main(["--no-peers", "--peer-threads", "0"])
 
 
 def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themselves(tmp_path):
