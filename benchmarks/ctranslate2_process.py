@@ -7,10 +7,10 @@ every region waits for its threads to wake: on the 2-core EPYC (2026-11-27) one 
 sentence of the default run's model took 200 ms instead of 20 with the int8 translator
 alive beside the float32 one, and stayed slow after it was deleted. TensorFlow's threads in
 the same process do not do this (they are not OpenMP's). So the benchmarks start one `Worker`
-per compute type (`serving single`, and the decode and scaling workloads' CTranslate2 rows).
-`serving single`'s requests are timed in the worker (SentencePiece encoding,
-`translate_batch`, decoding) and come back with the translations, so the pipe between the
-processes is not counted.
+(a `benchmarks.process_worker.ProcessWorker`) per compute type (`serving single`, and the
+decode and scaling workloads' CTranslate2 rows). `serving single`'s requests are timed in the
+worker (SentencePiece encoding, `translate_batch`, decoding) and come back with the
+translations, so the pipe between the processes is not counted.
 
 Each worker sets glibc's `malloc` as the package's commands and `benchmarks/run.py` set their
 own process (`keras_transformer.malloc.keep_freed_memory`; `KERAS_TRANSFORMER_MALLOC=default`
@@ -22,17 +22,10 @@ kernel (21.8 million page faults) and ran at 1.61 sentences/s, 3.15 with the set
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
-from typing import NamedTuple
 
-
-class Timed(NamedTuple):
-    """A system's outputs with the seconds it measured itself."""
-
-    outputs: list
-    seconds: float
+from benchmarks.process_worker import ProcessWorker, Timed
 
 
 def _serve(
@@ -85,12 +78,11 @@ def _translate_texts(translator, processor, texts: list, search: dict) -> list:
     return processor.decode([r.hypotheses[0] for r in results])
 
 
-class Worker:
+class Worker(ProcessWorker):
     """`worker(texts) -> Timed(translations, seconds)`: a CTranslate2 model directory `path`
-    with SentencePiece `spm_path`, in `compute_type`, in a process of its own (spawned, so
-    that nothing of this process's threads comes with it). `search`: beam_size, alpha,
-    max_extra_length (outputs of at most the batch's longest source + that many pieces:
-    CTranslate2 takes one limit a batch) and limit (the model's last position).
+    with SentencePiece `spm_path`, in `compute_type`, in a process of its own. `search`:
+    beam_size, alpha, max_extra_length (outputs of at most the batch's longest source + that
+    many pieces: CTranslate2 takes one limit a batch) and limit (the model's last position).
     `threads`: its `intra_threads` (default: the machine's cores).
     `worker.translate_tokens(tokens, **options)`: pre-tokenized sources (`spm_path` and
     `search` may be None), `translate_batch`'s options as given."""
@@ -103,36 +95,10 @@ class Worker:
         search: dict | None = None,
         threads: int | None = None,
     ):
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(
-            target=_serve,
-            args=(child, path, spm_path, compute_type, search, threads or os.cpu_count()),
-            daemon=True,
-        )
-        self._process.start()
-        child.close()  # the worker's end: only the worker holds it now, so its exit ends recv
-        try:
-            ready = self._conn.recv()
-        except EOFError:  # it died loading (its traceback is on stderr)
-            ready = None
-        if ready != "ready":
-            self._process.join(timeout=10)
-            raise RuntimeError(
-                f"The CTranslate2 {compute_type} worker for {path!r} did not start "
-                f"(exit code {self._process.exitcode})"
-            )
-
-    def __call__(self, texts) -> Timed:
-        self._conn.send(("texts", list(texts)))
-        return self._conn.recv()
+        args = (path, spm_path, compute_type, search, threads or os.cpu_count())
+        super().__init__(_serve, args, f"CTranslate2 {compute_type} worker for {path!r}")
 
     def translate_tokens(self, tokens: list, **options) -> Timed:
         """`Timed(the best hypothesis' length per source, seconds)` of `translate_batch(tokens,
         **options)` in the worker."""
-        self._conn.send(("tokens", (tokens, options)))
-        return self._conn.recv()
-
-    def close(self) -> None:
-        self._conn.send(None)
-        self._process.join(timeout=10)
+        return self.request("tokens", (tokens, options))

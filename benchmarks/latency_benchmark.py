@@ -9,12 +9,16 @@ Sentences of about 5, 20 and 50 source pieces (the run's SentencePiece model) co
 bundled test split (`--per-length` of each, the nearest in length; consecutive sentences are
 joined where the split has too few long ones). Each request is one sentence:
 
-- "ours": `serving_default` of the float32 export (`tf.saved_model.load`, in process), and with
-  `--grpc` through `keras_transformer.serving.client` to the TF Serving test double on
-  127.0.0.1; with `--xla` also the `--jit-compile` export (XLA over fixed-size buffers: fewer,
-  fused kernels a step); with `--bfloat16` also the `--dtype bfloat16` export (emulated, so
-  slow, on CPUs without bfloat16 units: measure it where they exist), and with both flags
-  the bfloat16 XLA export;
+- "ours": `serving_default` of the float32 export; with `--xla` also the `--jit-compile`
+  export (XLA over fixed-size buffers: fewer, fused kernels a step); with `--bfloat16` also
+  the `--dtype bfloat16` export (emulated, so slow, on CPUs without bfloat16 units: measure
+  it where they exist), and with both flags the bfloat16 XLA export. Each export in a
+  process of its own per thread count (`--our-threads`, default 1 and the cores: TensorFlow
+  sizes its intra-op and inter-op pools once a process, as TF Serving's
+  `--tensorflow_intra_op_parallelism` and `--tensorflow_inter_op_parallelism` set them) that
+  times its requests (`benchmarks.savedmodel_process`); with `--grpc` also the float32
+  export through `keras_transformer.serving.client` to the TF Serving test double on
+  127.0.0.1, in this process;
 - "CTranslate2": `translate_batch` of the same model converted (`serving.ctranslate2_export`)
   with one sentence, beam 4, at most source + 50 pieces, float32 and int8, SentencePiece
   encoding and decoding in Python included (what our signature does in its graph); each
@@ -24,6 +28,10 @@ joined where the split has too few long ones). Each request is one sentence:
   fastest everywhere on the 2-core EPYC: one thread for the small model after a pause
   (2.4 against 9.8 ms) and at ~50 pieces, the cores at base
   (2026-11-29-issue-54-idle-requests.md).
+
+Neither thread count is ours' fastest everywhere either: one thread halves the default
+export's one-sentence latency for the small model, and makes the XLA export 2.4x slower at
+base (2026-11-29-issue-54-our-threads.md).
 
 `--idle-ms 50` sleeps before each timed request: a person's requests arrive after a pause,
 and after one every runtime starts colder (on the 2-core KVM EPYC, ~0.3 ms more for a single
@@ -57,7 +65,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import flags, machine  # noqa: E402
-from benchmarks.ctranslate2_process import Timed  # noqa: E402
+from benchmarks.process_worker import Timed  # noqa: E402
 from benchmarks.serving_benchmark import (  # noqa: E402
     add_model_arguments,
     environment,
@@ -139,7 +147,11 @@ def timed_call(system, texts: list[str]) -> tuple[list, float]:
 
 
 def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> dict:
-    """`{name: translate(texts)}`: the export in process, over gRPC, with XLA, in bfloat16."""
+    """`{name: translate(texts) -> Timed(translations, seconds)}`: the float32 export, with
+    XLA, in bfloat16, each in a process of its own per `args.our_threads` (TensorFlow's pools
+    at that size, None: the cores, named without a tail; `benchmarks.savedmodel_process`);
+    and over gRPC to the test double in this process."""
+    from benchmarks.savedmodel_process import Worker
     from keras_transformer.serving import client
     from keras_transformer.serving.export import export_savedmodel
 
@@ -164,9 +176,9 @@ def our_systems(args, model_dir: str, workdir: str, search: SearchOptions) -> di
             )  # fmt: skip
     plain = f"ours float32{STOP_NAMES[args.stop_lookahead[0]]}"
     systems = {}
-    for name, path in exports.items():
-        signature = tf.saved_model.load(path).signatures["serving_default"]
-        systems[name] = lambda texts, s=signature: s(text=tf.constant(texts))["translations"]
+    for name, path in exports.items():  # a worker a thread count: TensorFlow sizes its pools once
+        systems.update({f"{name}{thread_tail(n)}": Worker(path, n or os.cpu_count())
+                        for n in args.our_threads})  # fmt: skip
     if args.grpc:
         from keras_transformer.testing.serving_double import SavedModelPredictionService, serve_grpc
 
@@ -315,16 +327,27 @@ def print_profile(rows: list[dict]) -> None:
               f"{r['output_pieces']:.1f} | {r['per_step_ms']:.2f} |")  # fmt: skip
 
 
-def peer_threads(args) -> tuple:
-    """CTranslate2's `intra_threads` values (None: the cores): `--peer-threads` (the cores'
-    count named as None), else latency 1 and the cores, throughput the cores."""
-    if args.peer_threads:
-        for n in args.peer_threads:
+def thread_counts(values, flag: str, throughput) -> tuple:
+    """Thread counts of one side's workers (None: the machine's cores): `values` of `flag`,
+    the cores' count named as None, once; by default latency 1 and the cores (neither is the
+    fastest for every model and length, for either system), throughput the cores."""
+    if values:
+        for n in values:
             if n < 1:
-                raise SystemExit(f"--peer-threads must each be at least 1. Received: {n}")
+                raise SystemExit(f"{flag} must each be at least 1. Received: {n}")
         cores = os.cpu_count()
-        return tuple(dict.fromkeys(None if n == cores else n for n in args.peer_threads))
-    return (None,) if args.throughput or os.cpu_count() == 1 else (1, None)
+        return tuple(dict.fromkeys(None if n == cores else n for n in values))
+    return (None,) if throughput or os.cpu_count() == 1 else (1, None)
+
+
+def peer_threads(args) -> tuple:
+    """CTranslate2's `intra_threads` values: `thread_counts` of `--peer-threads`."""
+    return thread_counts(args.peer_threads, "--peer-threads", args.throughput)
+
+
+def our_threads(args) -> tuple:
+    """Our workers' TensorFlow pool sizes: `thread_counts` of `--our-threads`."""
+    return thread_counts(args.our_threads, "--our-threads", args.throughput)
 
 
 def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> int:
@@ -350,6 +373,13 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         "length; --throughput the cores)",
     )  # fmt: skip
     parser.add_argument(
+        "--our-threads", type=int, nargs="+", default=None, metavar="N",
+        help="TensorFlow's intra-op and inter-op pools of our exports (TF Serving's "
+        "--tensorflow_intra_op_parallelism and --tensorflow_inter_op_parallelism), a process "
+        "for each N (default: latency 1 and the cores, --throughput the cores; as for "
+        "--peer-threads, since neither is ours' fastest for every model and export)",
+    )  # fmt: skip
+    parser.add_argument(
         "--idle-ms", type=float, default=0.0,
         help="latency: sleep this long before each timed request (requests after a pause, as "
         "a person sends them; default 0: each right after the previous system's)",
@@ -370,7 +400,8 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     args = parser.parse_args(argv)
     if args.idle_ms < 0:
         parser.error(f"--idle-ms must be at least 0. Received: {args.idle_ms}")
-    threads = peer_threads(args)  # checked before anything runs
+    threads = peer_threads(args)  # both checked before anything runs
+    args.our_threads = our_threads(args)
     machine.cap_cpu_isa(args.cpu_isa)  # before any product runs
     args.export_dir = None  # serving_benchmark.environment reads it
     with tempfile.TemporaryDirectory() as workdir:
@@ -423,6 +454,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
                   lengths={n: [count_pieces(t) for t in s] for n, s in sentences.items()},
                   rows=rows, profile=profile, idle_ms=args.idle_ms,
                   peer_threads=[n or os.cpu_count() for n in threads],
+                  our_threads=[n or os.cpu_count() for n in args.our_threads],
                   **environment(args))  # fmt: skip
     if args.output:
         Path(args.output).write_text(json.dumps(report, indent=2) + "\n")

@@ -87,7 +87,9 @@ def test_latency_rows_sleep_idle_seconds_before_each_timed_request_only(monkeypa
         (["--peer-threads", "3"], 2, (3,)),
     ],
 )
-def test_peer_threads_default_by_workload_and_flag(monkeypatch, argv, cores, expected):
+@pytest.mark.parametrize("side", ["peer", "our"])
+def test_thread_counts_default_by_workload_and_flag(monkeypatch, argv, cores, expected, side):
+    """CTranslate2's workers (`--peer-threads`) and ours (`--our-threads`) by the same rule."""
     import argparse
 
     from benchmarks import latency_benchmark
@@ -95,8 +97,10 @@ def test_peer_threads_default_by_workload_and_flag(monkeypatch, argv, cores, exp
     monkeypatch.setattr(latency_benchmark.os, "cpu_count", lambda: cores)
     parser = argparse.ArgumentParser()
     parser.add_argument("--throughput", type=int, default=None)
-    parser.add_argument("--peer-threads", type=int, nargs="+", default=None)
-    assert latency_benchmark.peer_threads(parser.parse_args(argv)) == expected
+    parser.add_argument(f"--{side}-threads", type=int, nargs="+", default=None)
+    argv = [a.replace("--peer-", f"--{side}-") for a in argv]
+    counts = getattr(latency_benchmark, f"{side}_threads")
+    assert counts(parser.parse_args(argv)) == expected
     names = [latency_benchmark.thread_tail(n) for n in expected]
     assert names == ["" if n is None else f", {n} thread{'s' * (n > 1)}" for n in expected]
 
@@ -188,3 +192,53 @@ def test_benchmarks_and_ctranslate2_workers_set_malloc_as_the_commands_do(monkey
     monkeypatch.setenv("KERAS_TRANSFORMER_MALLOC", "bogus")
     with pytest.raises(ValueError, match="KERAS_TRANSFORMER_MALLOC='bogus'"):
         _serve(None, "no_model", None, "float32", None, 1)  # fails before CTranslate2 loads
+
+
+def test_savedmodel_workers_translate_as_the_export_in_process_with_their_pools_sized(
+    serving_export_dir,
+):
+    """`serving single --our-threads`: the export in a spawned process per thread count
+    (TensorFlow sizes its pools once a process) gives the same translations as the export
+    loaded here and times its own requests; three threads start at least two more OS threads
+    in each of TensorFlow's intra-op and inter-op pools than one, and this process's
+    environment is as before."""
+    import os
+
+    import tensorflow as tf
+
+    from benchmarks.latency_benchmark import timed_call
+    from benchmarks.savedmodel_process import POOLS, Worker
+    from keras_transformer.testing.model_dir import SENTENCES
+
+    texts = list(SENTENCES[:3])
+    signature = tf.saved_model.load(serving_export_dir).signatures["serving_default"]
+    here = [t.decode() for t in signature(text=tf.constant(texts))["translations"].numpy()]
+    before = {name: os.environ.get(name) for name in POOLS}
+    workers = {n: Worker(serving_export_dir, n) for n in (1, 3)}
+    try:
+        assert {name: os.environ.get(name) for name in POOLS} == before
+        threads = {}
+        for n, worker in workers.items():
+            assert worker._process.pid != os.getpid()
+            outputs, seconds = timed_call(worker, texts)
+            assert outputs == here and 0 < seconds < 60
+            assert timed_call(worker, texts[:1])[0] == here[:1]
+            if os.path.isdir(f"/proc/{worker._process.pid}/task"):  # Linux: count its threads
+                threads[n] = len(os.listdir(f"/proc/{worker._process.pid}/task"))
+        if threads:
+            assert threads[3] - threads[1] >= 4, threads
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+
+def test_savedmodel_worker_refuses_threads_below_one_and_says_when_it_cannot_load(tmp_path):
+    from benchmarks import latency_benchmark
+    from benchmarks.savedmodel_process import Worker
+
+    with pytest.raises(ValueError, match="threads must be at least 1. Received: 0"):
+        Worker(str(tmp_path), 0)
+    with pytest.raises(RuntimeError, match="SavedModel worker for .*no_export.* did not start"):
+        Worker(str(tmp_path / "no_export"), 1)
+    with pytest.raises(SystemExit, match="--our-threads must each be at least 1. Received: 0"):
+        latency_benchmark.main(["--no-peers", "--our-threads", "1", "0"])  # before any model
