@@ -222,15 +222,17 @@ def throughput_rows(
     systems: dict, texts: list[str], batch: int, rounds: int, count_pieces=None
 ) -> list[dict]:
     """Sentences/s of every system over all `texts` in batches of `batch` (median of
-    `rounds`, systems alternating; a warm-up pass first), and with `count_pieces(list of
-    str) -> int` the output pieces of its last pass and their rate: systems that stop at
-    different lengths (random weights, a peer's per-batch length limit) do different work."""
+    `rounds`, systems alternating; a warm-up pass over every batch first), and with
+    `count_pieces(list of str) -> int` the output pieces of its last pass and their rate:
+    systems that stop at different lengths (random weights, a peer's per-batch length limit)
+    do different work."""
     names = [name for name in systems if not name.startswith("_") and "gRPC" not in name]
     chunks = [texts[i : i + batch] for i in range(0, len(texts), batch)]
     seconds = {name: [] for name in names}
     outputs = {name: [] for name in names}
-    for name in names:
-        systems[name](chunks[0])
+    for name in names:  # every chunk once: an XLA export compiles each new (batch, width)
+        for chunk in chunks:
+            systems[name](chunk)
     for round_ in range(rounds):
         for name in names[:: 1 if round_ % 2 == 0 else -1]:
             calls = [timed_call(systems[name], chunk) for chunk in chunks]

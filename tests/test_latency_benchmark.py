@@ -39,6 +39,10 @@ def test_throughput_rows_count_each_systems_own_output_pieces():
         _words(t) for t in out))  # fmt: skip
     by = {row["system"]: row for row in rows}
     assert set(by) == {"short", "long"}
+    calls = []
+    throughput_rows({"a": lambda texts: calls.append(list(texts)) or texts}, list("uvwxy"), 2, 2)
+    chunks = [["u", "v"], ["w", "x"], ["y"]]
+    assert calls == chunks * 3  # a warm-up pass over every batch (XLA compiles each), 2 rounds
     assert (by["short"]["output_pieces"], by["long"]["output_pieces"]) == (5, 10)
     for row in rows:
         assert row["output_pieces_per_s"] == row["output_pieces"] * row["median"] / 5
