@@ -315,6 +315,43 @@ def test_translator_strings_batches_and_export_signature(model_dir, caplog):
     assert shapes and all(rows & (rows - 1) == 0 and width % 16 == 0 for rows, width in shapes)
 
 
+def test_a_jit_translator_searches_batches_above_xla_max_rows_without_xla(model_dir):
+    """A `jit_compile` translator's beam search: XLA over fixed buffers for batches of up to
+    `XLA_MAX_ROWS` rows, the growing search for larger ones (XLA's buffers cost 3-5x at
+    batch 64); either way the plain translator's translations and scores."""
+    from keras_transformer.decoding.search import XLA_MAX_ROWS
+
+    model, config, tokenizer = artifacts.load_trained(model_dir)
+    _eos_prone(model, config)
+    plain = Translator(model, tokenizer, SearchOptions(max_extra_length=6))
+    padded = SearchOptions(max_extra_length=6, padded_decode=True)
+    xla = Translator(model, tokenizer, padded, jit_compile=True)
+    calls = []
+    for key, growing in (("n_best_1", False), ("n_best_1_growing", True)):
+        function = xla.search_function(1, growing)
+        xla._searches[key] = lambda source, f=function, key=key: (
+            calls.append((key, source.shape[0])) or f(source)
+        )  # fmt: skip
+    texts = [f"The cat sleeps number {n}" for n in range(XLA_MAX_ROWS + 3)]
+    cases = [
+        (XLA_MAX_ROWS, ("n_best_1", XLA_MAX_ROWS)),
+        (XLA_MAX_ROWS - 1, ("n_best_1", XLA_MAX_ROWS)),  # rows padded to a power of two
+        (XLA_MAX_ROWS + 1, ("n_best_1_growing", XLA_MAX_ROWS + 1)),
+        (XLA_MAX_ROWS + 3, ("n_best_1_growing", XLA_MAX_ROWS + 3)),
+    ]
+    for rows, want_call in cases:
+        calls.clear()
+        got = xla.translate_tensors(tf.constant(texts[:rows]))  # eager: one branch runs
+        assert calls == [want_call]
+        want, scores = plain(texts[:rows], return_scores=True)
+        assert [t.decode() for t in got["translations"].numpy()] == want
+        np.testing.assert_allclose(got["scores"].numpy(), scores, atol=1e-4)
+    served = tf.function(xla.translate_tensors, input_signature=[tf.TensorSpec([None], tf.string)])
+    for rows in (2, XLA_MAX_ROWS + 3):  # traced: both branches in the graph, one runs
+        got = served(tf.constant(texts[:rows]))["translations"].numpy()
+        assert [t.decode() for t in got] == plain(texts[:rows])
+
+
 def test_keras_file_round_trip_decodes_without_config(model, config, tmp_path):
     """A reloaded `.keras` file carries its TransformerConfig: decoding needs nothing else."""
     source = _sources(np.random.default_rng(11), [6, 3], config.vocab_size)

@@ -27,6 +27,7 @@ from keras_transformer.config import AlignmentOptions, DocumentOptions, SearchOp
 from keras_transformer.decoding.documents import piece_table, translate_documents
 from keras_transformer.decoding.sampling import check_sampling_args, sampling_tensors
 from keras_transformer.decoding.search import (
+    XLA_MAX_ROWS,
     XLA_WIDTH_MULTIPLE,
     check_model,
     default_pad_kernels,
@@ -56,7 +57,10 @@ class Translator(tf.Module):
         search: `SearchOptions` (default: the paper's); its `n_best` is ignored (each call
             says how many it wants).
         jit_compile: XLA-compile the numeric search (needs `search.padded_decode`; compiles
-            once per batch size and source width). Tokenization always runs outside it.
+            once per batch size and source width). Beam search batches of more than
+            `search.XLA_MAX_ROWS` rows run the growing search without XLA instead (the same
+            translations; XLA's fixed buffers cost more there). Tokenization always runs
+            outside it.
         documents: `DocumentOptions` (default: segment, split overlong sentences);
             `DocumentOptions.sentences()` sends each input whole and truncates, as before.
         pad_kernels: whether searches multiply by padded copies of the decoder's weights
@@ -104,8 +108,8 @@ class Translator(tf.Module):
         self.documents = documents or DocumentOptions()
         self.alignment = alignment or AlignmentOptions()
         self.jit_compile = jit_compile
-        if pad_kernels is None:
-            pad_kernels = default_pad_kernels(search.padded_decode)
+        if pad_kernels is None:  # the growing search's (a jit translator's larger batches)
+            pad_kernels = default_pad_kernels(search.padded_decode and not jit_compile)
         self.pad_kernels = pad_kernels
         if transpose_kernels is None:
             transpose_kernels = default_transpose_kernels(model.config.d_model, jit_compile)
@@ -114,18 +118,21 @@ class Translator(tf.Module):
         self._warned = False
         self._ranks = None
 
-    def search_function(self, n_best: int = 1):
+    def search_function(self, n_best: int = 1, growing: bool = False):
         """The `tf.function` (XLA if `jit_compile`) mapping int32 source ids `(batch,
-        src_len)` to `(ids (batch, n_best, len), scores (batch, n_best))`."""
-        key = f"n_best_{n_best}"  # string keys: a tracked dict must be saveable
+        src_len)` to `(ids (batch, n_best, len), scores (batch, n_best))`; `growing`: the
+        growing-buffer search without XLA whatever `jit_compile` (a jit translator's batches
+        of more than `XLA_MAX_ROWS` rows)."""
+        key = f"n_best_{n_best}{'_growing' if growing else ''}"  # a tracked dict: str keys
         if key not in self._searches:
             options = self.options.replace(n_best=n_best)
+            if growing:
+                options = options.replace(padded_decode=False)
+            transpose = self.transpose_kernels and not growing
             self._searches[key] = tf.function(
-                lambda source: search_ids(
-                    self.model, source, options, self.pad_kernels, self.transpose_kernels
-                ),
+                lambda source: search_ids(self.model, source, options, self.pad_kernels, transpose),
                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
-                jit_compile=self.jit_compile,
+                jit_compile=self.jit_compile and not growing,
             )
         return self._searches[key]
 
@@ -168,14 +175,22 @@ class Translator(tf.Module):
         """`source` padded to `XLA_WIDTH_MULTIPLE` columns under XLA, else as it is."""
         return pad_width(source, XLA_WIDTH_MULTIPLE) if self.jit_compile else source
 
-    def _xla_search(self, search, source) -> tuple[tf.Tensor, tf.Tensor]:
+    def _xla_search(self, search, source, growing=None) -> tuple[tf.Tensor, tf.Tensor]:
         """`search(source)`; under XLA on the source padded to its width and batch buckets,
-        the padding rows' results dropped: `(ids (batch, ...), scores (batch, ...))`."""
+        the padding rows' results dropped: `(ids (batch, ...), scores (batch, ...))`. With
+        `growing` (the same search without XLA), batches of more than `XLA_MAX_ROWS` rows
+        run `growing(source)` instead (XLA's fixed buffers cost more there)."""
         if not self.jit_compile:
             return search(source)
         batch = tf.shape(source)[0]
-        ids, scores = search(pad_rows(self._xla_width(source)))
-        return ids[:batch], scores[:batch]
+
+        def fixed():
+            ids, scores = search(pad_rows(self._xla_width(source)))
+            return ids[:batch], scores[:batch]
+
+        if growing is None:
+            return fixed()
+        return tf.cond(batch <= XLA_MAX_ROWS, fixed, lambda: growing(source))
 
     def _warn_if_truncating(self, text) -> None:
         """Eagerly, once: warn that some inputs will be cut (`overlong="truncate"` only)."""
@@ -212,9 +227,10 @@ class Translator(tf.Module):
         `{"translations": string (batch, n_best), "scores": float32 (batch, n_best)}`."""
         n_best = self.options.beam_size if n_best is None else n_best
         search = self.search_function(n_best)
+        growing = self.search_function(n_best, growing=True) if self.jit_compile else None
 
         def run(source, _):
-            ids, scores = self._xla_search(search, source)  # (b, n_best, len), (b, n_best)
+            ids, scores = self._xla_search(search, source, growing)  # (b, n_best, len), (b, n_best)
             shape = tf.shape(ids)
             flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # -> (b * n_best, len)
             texts = tf.reshape(self.tokenizer.detokenize(flat), shape[:2])  # -> (b, n_best)

@@ -112,7 +112,9 @@ def make_translator(
     and `transpose_kernels` as `Translator`'s).
 
     With `jit_compile` the numeric search runs XLA-compiled on fixed-size buffers
-    (`padded_decode`); tokenization and detokenization stay outside the compiled function.
+    (`padded_decode`) for beam-search batches of up to `search.XLA_MAX_ROWS` rows, and
+    larger ones on growing buffers without XLA; tokenization and detokenization stay outside
+    the compiled function.
     """
     from keras_transformer.decoding import Translator
 

@@ -29,9 +29,10 @@ from keras_transformer.serving.signatures import INPUT_KEY, SERVING_SIGNATURE
 def machine_layout(d_model: int, jit_compile: bool) -> dict:
     """The kernel layouts an export made on this machine would get (its translator's
     defaults), for a model of width `d_model`, with or without XLA (an XLA export searches
-    on fixed buffers): `{"pad_kernels": bool, "transpose_kernels": bool}`."""
+    batches of up to `XLA_MAX_ROWS` rows on fixed buffers, larger ones on growing buffers,
+    which may pad): `{"pad_kernels": bool, "transpose_kernels": bool}`."""
     return {
-        "pad_kernels": default_pad_kernels(padded_decode=jit_compile),
+        "pad_kernels": default_pad_kernels(padded_decode=False),
         "transpose_kernels": default_transpose_kernels(d_model, jit_compile),
     }
 
