@@ -23,9 +23,8 @@ kernel (21.8 million page faults) and ran at 1.61 sentences/s, 3.15 with the set
 from __future__ import annotations
 
 import os
-import time
 
-from benchmarks.process_worker import ProcessWorker, Timed
+from benchmarks.process_worker import ProcessWorker, Timed, serve_requests
 
 
 def _serve(
@@ -49,22 +48,14 @@ def _serve(
         path, device="cpu", compute_type=compute_type, inter_threads=1,
         intra_threads=threads,
     )  # fmt: skip
-    conn.send("ready")
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:  # the benchmark's process ended without `close`
-            return
-        if message is None:
-            return
-        kind, payload = message
-        start = time.perf_counter()
+
+    def handle(kind, payload):
         if kind == "texts":
-            outputs = _translate_texts(translator, processor, payload, search)
-        else:
-            tokens, options = payload
-            outputs = [len(r.hypotheses[0]) for r in translator.translate_batch(tokens, **options)]
-        conn.send(Timed(outputs, time.perf_counter() - start))
+            return _translate_texts(translator, processor, payload, search)
+        tokens, options = payload
+        return [len(r.hypotheses[0]) for r in translator.translate_batch(tokens, **options)]
+
+    serve_requests(conn, handle)
 
 
 def _translate_texts(translator, processor, texts: list, search: dict) -> list:

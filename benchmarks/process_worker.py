@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import time
 from typing import NamedTuple
 
 
@@ -19,6 +20,23 @@ class Timed(NamedTuple):
 
     outputs: list
     seconds: float
+
+
+def serve_requests(conn, handle) -> None:
+    """A worker's loop once it has loaded: "ready", then each `(kind, payload)` answered with
+    `Timed(handle(kind, payload), the seconds handle took)` until None (or until the
+    benchmark's process ends without `close`)."""
+    conn.send("ready")
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:  # the benchmark's process ended without `close`
+            return
+        if message is None:
+            return
+        start = time.perf_counter()
+        outputs = handle(*message)
+        conn.send(Timed(outputs, time.perf_counter() - start))
 
 
 @contextlib.contextmanager

@@ -11,9 +11,7 @@ translations read back (what the in-process systems' timing covers).
 
 from __future__ import annotations
 
-import time
-
-from benchmarks.process_worker import ProcessWorker, Timed
+from benchmarks.process_worker import ProcessWorker, serve_requests
 
 # TensorFlow sizes its intra-op and inter-op pools from these when it starts, so they are set
 # in the worker's environment before it runs: `tf.config.threading` cannot size them once
@@ -24,7 +22,7 @@ POOLS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 def _serve(conn, export_dir: str):
     """The worker: the export loaded, then `("texts", texts)` -> `Timed(translations as str,
-    seconds)` until None."""
+    seconds)` until None (`process_worker.serve_requests`)."""
     from keras_transformer import malloc
 
     malloc.keep_freed_memory()
@@ -32,19 +30,12 @@ def _serve(conn, export_dir: str):
     import tensorflow_text  # noqa: F401  (the export's SentencePiece ops)
 
     signature = tf.saved_model.load(export_dir).signatures["serving_default"]
-    conn.send("ready")
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:  # the benchmark's process ended without `close`
-            return
-        if message is None:
-            return
-        _, texts = message
-        start = time.perf_counter()
+
+    def translate(_, texts):
         translations = signature(text=tf.constant(texts))["translations"].numpy()
-        seconds = time.perf_counter() - start
-        conn.send(Timed([t.decode() for t in translations], seconds))
+        return [t.decode() for t in translations]
+
+    serve_requests(conn, translate)
 
 
 class Worker(ProcessWorker):
