@@ -120,13 +120,10 @@ def decode_sources(
 XLA_WIDTH_MULTIPLE = 16
 
 # A `jit_compile` translator's beam search runs XLA over fixed buffers for batches of at most
-# this many rows and the growing search (no XLA) for larger ones. Measured on a 2-core AVX-512
-# EPYC, ~20-piece sources, the XLA search's time over the growing one's: 0.23 / 0.41 / 0.59 /
-# 0.99 / 1.51 at 1 / 4 / 8 / 16 / 32 rows for the default run's model, 0.60 / 0.98 / 1.04 /
-# 1.61 / 1.66 at 1 / 4 / 8 / 16 / 32 for base; at batch 64 the XLA export was 3.3-5.4x slower
-# (benchmarks/results/2026-11-29-issue-54-xla-rows.md). 4 is the largest batch that is not
-# slower at either size and the largest the export's warm-up compiles (a sentence cut in up
-# to 4 parts), so no larger batch compiles while served.
+# this many rows and the growing search (no XLA) for larger ones, where the fixed buffers cost
+# more (measured: benchmarks/results/2026-11-29-issue-54-xla-rows.md). 4: the largest batch
+# not slower under XLA at either size measured, and the largest the export's warm-up compiles
+# (a sentence cut in up to 4 parts), so no larger batch compiles while served.
 XLA_MAX_ROWS = 4
 
 
