@@ -326,9 +326,9 @@ def test_a_jit_translator_searches_batches_above_xla_max_rows_without_xla(model_
     plain = Translator(model, tokenizer, SearchOptions(max_extra_length=6))
     padded = SearchOptions(max_extra_length=6, padded_decode=True)
     xla = Translator(model, tokenizer, padded, jit_compile=True)
-    calls = []
+    calls, functions = [], {}
     for key, growing in (("n_best_1", False), ("n_best_1_growing", True)):
-        function = xla.search_function(1, growing)
+        function = functions[key] = xla.search_function(1, growing)
         xla._searches[key] = lambda source, f=function, key=key: (
             calls.append((key, source.shape[0])) or f(source)
         )  # fmt: skip
@@ -346,6 +346,8 @@ def test_a_jit_translator_searches_batches_above_xla_max_rows_without_xla(model_
         want, scores = plain(texts[:rows], return_scores=True)
         assert [t.decode() for t in got["translations"].numpy()] == want
         np.testing.assert_allclose(got["scores"].numpy(), scores, atol=1e-4)
+    growing = functions["n_best_1_growing"].get_concrete_function()
+    assert growing.function_def.attr["_noinline"].b  # the untaken branch: one call node
     served = tf.function(xla.translate_tensors, input_signature=[tf.TensorSpec([None], tf.string)])
     for rows in (2, XLA_MAX_ROWS + 3):  # traced: both branches in the graph, one runs
         got = served(tf.constant(texts[:rows]))["translations"].numpy()

@@ -3,7 +3,8 @@
 thread, alternated request by request (`latency_rows`), to check that a worker process does
 not change our one-sentence latency.
 
-    python benchmarks/results/2026-11-29-issue-54-worker-vs-in-process.py RUN EXPORT [ROUNDS]
+    PYTHONPATH=. python benchmarks/results/2026-11-29-issue-54-worker-vs-in-process.py \
+        RUN EXPORT [ROUNDS]
 
 RUN: the run's model directory (sentences and CTranslate2's conversion); EXPORT: its
 `--jit-compile --stop-lookahead next` export. Six test sentences of ~5, ~20 and ~50 pieces.

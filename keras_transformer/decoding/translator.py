@@ -133,6 +133,10 @@ class Translator(tf.Module):
                 lambda source: search_ids(self.model, source, options, self.pad_kernels, transpose),
                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
                 jit_compile=self.jit_compile and not growing,
+                # Not inlined: in `_xla_search`'s untaken branch it stays one call node; inlined,
+                # the executor passed each of its ops a dead tensor, a one-sentence request's
+                # cost (benchmarks/results/2026-11-29-issue-54-xla-rows.md).
+                experimental_attributes={"_noinline": True} if growing else None,
             )
         return self._searches[key]
 
