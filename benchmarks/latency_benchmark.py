@@ -132,7 +132,8 @@ def ctranslate2_systems(
 
 
 def thread_tail(threads: int | None) -> str:
-    """A CTranslate2 system's name tail for its `intra_threads` (None: the cores, no tail)."""
+    """A worker system's name tail for its thread count, ours or CTranslate2's (None: the
+    cores, no tail)."""
     return "" if threads is None else f", {threads} thread{'s' if threads > 1 else ''}"
 
 

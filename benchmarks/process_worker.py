@@ -8,11 +8,11 @@ in the worker, so the pipe between the processes is not counted.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import time
 from typing import NamedTuple
+from unittest import mock
 
 
 class Timed(NamedTuple):
@@ -39,21 +39,6 @@ def serve_requests(conn, handle) -> None:
         conn.send(Timed(outputs, time.perf_counter() - start))
 
 
-@contextlib.contextmanager
-def _environment(env: dict):
-    """`os.environ` with `env` set inside the block, as it was after it."""
-    before = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name)
-            else:
-                os.environ[name] = value
-
-
 class ProcessWorker:
     """`worker(texts) -> Timed(translations, seconds)`: `target(conn, *args)` run in a spawned
     process (nothing of this process's threads comes with it), which sends "ready" once
@@ -66,7 +51,7 @@ class ProcessWorker:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(target=target, args=(child, *args), daemon=True)
-        with _environment(env or {}):  # the child starts with these, before it imports
+        with mock.patch.dict(os.environ, env or {}):  # the child starts with these, then undone
             self._process.start()
         child.close()  # the worker's end: only the worker holds it now, so its exit ends recv
         try:
