@@ -354,6 +354,36 @@ def test_a_jit_translator_searches_batches_above_xla_max_rows_without_xla(model_
         assert [t.decode() for t in got] == plain(texts[:rows])
 
 
+def test_a_stored_output_kernel_is_the_embeddings_transpose_and_read_by_the_xla_search(
+    model_dir,
+):
+    """`store_output_kernel`: a jit translator keeps `E^T` (NumPy's transpose of the
+    embedding) in a variable, which its XLA searches read instead of transposing: the same
+    translations and scores; no variable without XLA or with transposed kernels."""
+    model, _, tokenizer = artifacts.load_trained(model_dir)
+    padded = SearchOptions(max_extra_length=6, padded_decode=True)
+    layout = dict(jit_compile=True, transpose_kernels=False)
+    stock = Translator(model, tokenizer, padded, **layout)
+    stored = Translator(model, tokenizer, padded, **layout, store_output_kernel=True)
+    assert stock.output_kernel is None and not stored.output_kernel.trainable
+    embedding = model.token_embedding.embeddings.numpy()  # (vocab, d_model)
+    np.testing.assert_array_equal(stored.output_kernel.numpy(), embedding.T)
+    texts = tf.constant(["The cat sleeps.", "A dog runs in the park number 3"])
+    want, got = stock.translate_tensors(texts), stored.translate_tensors(texts)
+    assert got["translations"].numpy().tolist() == want["translations"].numpy().tolist()
+    np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-5)
+    stored.output_kernel.assign(tf.zeros_like(stored.output_kernel))  # read, not recomputed:
+    uniform = stored.translate_tensors(texts)["scores"].numpy()  # every piece log(1 / vocab)
+    assert np.all(np.abs(uniform - want["scores"].numpy()) > 1e-3)
+    for kwargs in (dict(jit_compile=False), dict(jit_compile=True, transpose_kernels=True)):
+        search = padded if kwargs["jit_compile"] else SearchOptions()
+        other = Translator(model, tokenizer, search, **kwargs, store_output_kernel=True)
+        assert other.output_kernel is None, kwargs
+    memory, mask = model.encode(tf.constant([[5, 6, 3]]))
+    with pytest.raises(ValueError, match=r"output_kernel of shape \(\d+, \d+\)"):
+        fixed_shape_step(model, memory, mask, 8, True, output_kernel=stored.output_kernel)
+
+
 def test_keras_file_round_trip_decodes_without_config(model, config, tmp_path):
     """A reloaded `.keras` file carries its TransformerConfig: decoding needs nothing else."""
     source = _sources(np.random.default_rng(11), [6, 3], config.vocab_size)

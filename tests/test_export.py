@@ -537,6 +537,34 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
             else:
                 assert float(tf.reduce_max(tf.abs(got[key] - value))) <= 1e-4, (name, key)
     _check_width_warmup(export_dir, jit)
+    _check_stored_output_kernel(model_dir, export_dir, texts, want=loaded)
+
+
+def _check_stored_output_kernel(model_dir: str, export_dir: str, texts, want) -> None:
+    """An XLA export that reads `E^T` (not transposed kernels) stores it: its checkpoint holds
+    the embedding's transpose, and a session restored by the saver (TF Serving's loader)
+    serves what the default export `want` serves."""
+    info = ex.read_export_info(export_dir)
+    assert info["output_kernel_stored"] is not info["transpose_kernels"]
+    if not info["output_kernel_stored"]:
+        return
+    model, _, _ = artifacts.load_trained(model_dir)
+    embedding = model.token_embedding.embeddings.numpy()  # (vocab, d_model)
+    reader = tf.train.load_checkpoint(os.path.join(export_dir, "variables", "variables"))
+    stored = [name for name in reader.get_variable_to_shape_map() if "output_kernel" in name]
+    assert len(stored) == 1, stored  # TranslationModule.output_kernel
+    np.testing.assert_array_equal(reader.get_tensor(stored[0]), embedding.T)
+    request = {"texts": [t.hex() for t in texts.numpy().tolist()], "sampling": SAMPLING}
+    run = subprocess.run(
+        [sys.executable, "-I", "-c", FRESH_PROCESS_SCRIPT, export_dir],
+        input=json.dumps(request), capture_output=True, text=True,
+        env=QUIET_ENV, timeout=600, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    session = json.loads(run.stdout.split("RESULT=")[-1])["session"][SERVING_SIGNATURE]
+    served = want.signatures[SERVING_SIGNATURE](text=texts)
+    assert session["translations"]["hex"] == _hex_rows(served["translations"])
+    np.testing.assert_allclose(session["scores"]["values"], served["scores"].numpy(), atol=1e-4)
 
 
 def _check_width_warmup(export_dir: str, loaded) -> None:
@@ -571,6 +599,7 @@ def test_export_info_records_what_the_graph_was_built_with(export_dir):
     info = ex.read_export_info(export_dir)
     assert info["dtype"] == "float32" and info["jit_compile"] is False
     assert info["transpose_kernels"] is False  # XLA only
+    assert info["output_kernel_stored"] is False  # XLA only
     assert info["pad_kernels"] == padded_kernels.default_pad_kernels()  # this machine's rule
     assert info["search"]["beam_size"] == SEARCH.beam_size
     assert info["search"]["alpha"] == SEARCH.alpha

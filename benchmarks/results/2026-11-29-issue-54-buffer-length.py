@@ -1,7 +1,7 @@
 """Issue 54: what the XLA search's buffer length costs a one-sentence request: buffers of
 the padded source width + 50 positions (the paper's limit, this checkout) against width + 10.
 
-    TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 PYTHONPATH=. \
+    TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 PYTHONPATH=. \\
         python benchmarks/results/2026-11-29-issue-54-buffer-length.py RUN [ROUNDS]
 
 Two XLA searches of RUN in one process (`search_function(1)`, beam 4, the next-step stop, the

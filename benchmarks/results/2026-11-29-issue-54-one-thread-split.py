@@ -1,6 +1,6 @@
 """Issue 54: where one sentence's request of the XLA translator goes with one intra-op thread.
 
-    TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 PYTHONPATH=. \
+    TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 PYTHONPATH=. \\
         python benchmarks/results/2026-11-29-issue-54-one-thread-split.py RUN [ROUNDS]
 
 1. `fit`: the XLA translator of RUN (beam 4, the next-step stop, the run's alpha): its

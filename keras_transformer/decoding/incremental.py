@@ -83,7 +83,12 @@ def transposed_kernels(model: Transformer) -> list:
 
 
 def fixed_shape_step(
-    model: Transformer, memory, memory_mask, max_decode_length, transpose_kernels: bool = False
+    model: Transformer,
+    memory,
+    memory_mask,
+    max_decode_length,
+    transpose_kernels: bool = False,
+    output_kernel=None,
 ) -> StepFunction:
     """The fixed-shape design: a row per hypothesis, buffers of `max_decode_length` positions.
 
@@ -98,6 +103,10 @@ def fixed_shape_step(
             `(vocab, d_model)` as it is: XLA folds each transpose back into its product,
             which then reads its weights in `(out, in)` order. The same results; without XLA
             every step would copy the kernels.
+        output_kernel: `E^T` `(d_model, vocab)` in the compute dtype, made once outside the
+            search (`Translator(store_output_kernel=True)`, the XLA export's); default:
+            `SharedEmbedding.output_kernel()`, transposed here once per search (under XLA a
+            copy of the whole embedding each request). Not with `transpose_kernels`.
 
     Returns:
         A `StepFunction` for `decode` with `LoopOptions(padded=True)`. Its cache is the
@@ -106,12 +115,17 @@ def fixed_shape_step(
         `shared` is `{"cross": per-layer {"key", "value"} (batch, h, src_len, d_k), "mask":
         (batch, src_len)}`, per source: the loop tiles it by beam once, never reorders it.
     """
+    if transpose_kernels and output_kernel is not None:
+        raise ValueError(
+            "fixed_shape_step: transpose_kernels=True reads the embedding as it is; pass no "
+            f"output_kernel. Received: output_kernel of shape {output_kernel.shape}"
+        )
     cache = model.init_cache(memory, max_length=max_decode_length)  # cross: projected once
+    kernels = None
     if transpose_kernels:
         kernels = transposed_kernels(model)  # [(variable, (units, in))], once
-        output_kernel = None  # each step: E^T, folded into its product with E (vocab, d)
-    else:
-        kernels = None
+        # output_kernel None: each step's E^T is folded into its product with E (vocab, d)
+    elif output_kernel is None:
         output_kernel = model.token_embedding.output_kernel()  # (d_model, vocab), once
 
     def fn(ids, step, self_cache, shared):

@@ -77,6 +77,7 @@ def decode_sources(
     pad_kernels: bool | None = None,
     transpose_kernels: bool = False,
     rows=None,
+    output_kernel=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """`loop.decode` with `strategy` over the cached decoder of `model`, TF ops only
     (XLA-compatible with padded_decode): right-padded source ids are prepared
@@ -89,6 +90,8 @@ def decode_sources(
     `transpose_kernels` (fixed buffers, XLA only): `incremental.fixed_shape_step`'s.
     `rows` (int32 scalar, default all): only the first `rows` sources are decoded; the others
     (padding rows under XLA) get a length limit of 0, done before the first step.
+    `output_kernel` (fixed buffers only): `incremental.fixed_shape_step`'s, `E^T` made once
+    outside the search.
 
     Returns the strategy's `(ids, scores)`, ids with BOS first."""
     config = model.config
@@ -102,7 +105,9 @@ def decode_sources(
     loop = LoopOptions(config.eos_id, config.pad_id, padded=options.padded_decode)
     bos_ids = tf.fill(tf.shape(source)[:1], config.bos_id)  # (batch,)
     if options.padded_decode:  # fixed-size buffers, reordered by gather (XLA's layout)
-        step = fixed_shape_step(model, memory, memory_mask, max_len, transpose_kernels)
+        step = fixed_shape_step(
+            model, memory, memory_mask, max_len, transpose_kernels, output_kernel
+        )
     else:  # a per-source cache that is never copied to reorder it
         if pad_kernels is None:
             pad_kernels = padded_kernels.default_pad_kernels()
@@ -154,14 +159,18 @@ def search_ids(
     options: SearchOptions,
     pad_kernels: bool | None = None,
     transpose_kernels: bool = False,
+    output_kernel=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """The numeric core of `translate_ids`: beam search with `options` (`pad_kernels` and
-    `transpose_kernels` as in `decode_sources`).
+    """The numeric core of `translate_ids`: beam search with `options` (`pad_kernels`,
+    `transpose_kernels` and `output_kernel` as in `decode_sources`).
 
     Returns int32 `(batch, n_best, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch, n_best)` scores."""
     beam = BeamSearch(model.config.vocab_size, options)
-    ids, scores = decode_sources(model, source_ids, options, beam, pad_kernels, transpose_kernels)
+    ids, scores = decode_sources(
+        model, source_ids, options, beam, pad_kernels, transpose_kernels,
+        output_kernel=output_kernel,
+    )  # fmt: skip
     return ids[:, :, 1:], scores  # drop BOS -> (batch, n_best, max_len)
 
 
@@ -185,13 +194,15 @@ def sample_ids(
     transpose_kernels: bool = False,
     rows=None,
     bisect: bool = False,
+    output_kernel=None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Greedy or sampled decoding of right-padded source ids, TF ops only: the sampling
     counterpart of `search_ids` (same source preparation and output length limits, taken from
     `options`; `method` and knobs as in `decoding.sampling.SamplingOptions`, seed an int or a
-    pair; `pad_kernels`, `transpose_kernels` and `rows` as in `decode_sources`: padding rows
-    draw tokens of their own, so unlike beam search's copies they would not finish with the
-    row they copy; `bisect`: `SamplingOptions.bisect`, for XLA).
+    pair; `pad_kernels`, `transpose_kernels`, `output_kernel` and `rows` as in
+    `decode_sources`: padding rows draw tokens of their own, so unlike beam search's copies
+    they would not finish with the row they copy; `bisect`: `SamplingOptions.bisect`, for
+    XLA).
 
     Returns int32 `(batch, max_len)` ids without BOS, `pad_id` after EOS, and float32
     `(batch,)` scores log P(y | x) / lp(|y|) with `options.alpha`, as beam search scores."""
@@ -200,8 +211,9 @@ def sample_ids(
         method, top_k, top_p, temperature, seed=seed_pair(seed), bisect=bisect
     )
     ids, log_probs = decode_sources(
-        model, source_ids, options, Sampling(sampling), pad_kernels, transpose_kernels, rows
-    )
+        model, source_ids, options, Sampling(sampling), pad_kernels, transpose_kernels, rows,
+        output_kernel,
+    )  # fmt: skip
     ids = ids[:, 1:]  # drop BOS -> (batch, max_len)
     length = tf.reduce_sum(tf.cast(tf.not_equal(ids, config.pad_id), tf.int32), axis=1)
     return ids, log_probs / length_penalty(length, options.alpha)

@@ -76,6 +76,14 @@ class Translator(tf.Module):
         alignment: `AlignmentOptions`, the cross-attention that word alignments read
             (markup, `--alignments`); default the unguided model's best
             (`artifacts.run_alignment` gives a run's: its guided head where it trained one).
+        store_output_kernel: with `jit_compile` (and kernels not transposed), keep `E^T`, the
+            pre-softmax projection's `(d_model, vocab)` kernel, in a variable made here
+            (`output_kernel`) instead of transposing the embedding in every XLA search: the
+            same translations without a copy of the embedding a request, for a second copy of
+            it in memory and in an export (measured: benchmarks/results/
+            2026-11-29-issue-54-one-thread-split.md). The variable does not follow later
+            changes of the model's weights: for exports (`serving.export`), whose weights
+            never change.
 
     Example:
     >>> translator = Translator(model, tokenizer)
@@ -96,6 +104,7 @@ class Translator(tf.Module):
         pad_kernels: bool | None = None,
         alignment: AlignmentOptions | None = None,
         transpose_kernels: bool | None = None,
+        store_output_kernel: bool = False,
     ):
         super().__init__(name=name)
         search = search or SearchOptions()
@@ -114,6 +123,11 @@ class Translator(tf.Module):
         if transpose_kernels is None:
             transpose_kernels = default_transpose_kernels(model.config.d_model, jit_compile)
         self.transpose_kernels = bool(jit_compile and transpose_kernels)
+        self.output_kernel = None  # E^T (d_model, vocab) in the compute dtype, or None
+        if store_output_kernel and jit_compile and not self.transpose_kernels:
+            self.output_kernel = tf.Variable(
+                model.token_embedding.output_kernel(), trainable=False, name="output_kernel"
+            )
         self._searches = {}  # "n_best_<k>" / "sample_<method>" -> tf.function over source ids
         self._warned = False
         self._ranks = None
@@ -130,7 +144,9 @@ class Translator(tf.Module):
                 options = options.replace(padded_decode=False)
             transpose = self.transpose_kernels and not growing
             self._searches[key] = tf.function(
-                lambda source: search_ids(self.model, source, options, self.pad_kernels, transpose),
+                lambda source: search_ids(
+                    self.model, source, options, self.pad_kernels, transpose, self.output_kernel
+                ),
                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
                 jit_compile=self.jit_compile and not growing,
                 # Not inlined: in `_xla_search`'s untaken branch it stays one call node; inlined,
@@ -169,6 +185,7 @@ class Translator(tf.Module):
                     self.transpose_kernels,
                     rows,
                     bisect=self.jit_compile,
+                    output_kernel=self.output_kernel,
                 ),
                 input_signature=specs,
                 jit_compile=self.jit_compile,

@@ -114,7 +114,9 @@ def make_translator(
     With `jit_compile` the numeric search runs XLA-compiled on fixed-size buffers
     (`padded_decode`) for beam-search batches of up to `search.XLA_MAX_ROWS` rows, and
     larger ones on growing buffers without XLA; tokenization and detokenization stay outside
-    the compiled function.
+    the compiled function. An XLA export stores `E^T` (`Translator(store_output_kernel=True)`):
+    a one-sentence request no longer transposes the embedding (measured:
+    benchmarks/results/2026-11-29-issue-54-one-thread-split.md).
     """
     from keras_transformer.decoding import Translator
 
@@ -124,6 +126,7 @@ def make_translator(
     return Translator(
         model, tokenizer, search, jit_compile=jit_compile, documents=documents,
         pad_kernels=pad_kernels, alignment=alignment, transpose_kernels=transpose_kernels,
+        store_output_kernel=jit_compile,
     )  # fmt: skip
 
 
@@ -286,6 +289,7 @@ def export_info(translator, dtype: str) -> dict:
         "pad_kernels": bool(translator.pad_kernels),
         "jit_compile": bool(translator.jit_compile),
         "transpose_kernels": bool(translator.transpose_kernels),
+        "output_kernel_stored": translator.output_kernel is not None,
         "search": dataclasses.asdict(translator.options),
         "alignment": translator.alignment.kwargs(),
         "traced_on": {"cpu_flags": flags, "onednn_isa_cap": onednn.isa_cap()},

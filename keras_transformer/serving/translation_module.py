@@ -70,6 +70,7 @@ class TranslationModule(tf.Module):
         super().__init__(name=name)
         self._parts = _Untracked(translator=translator, model=model)
         self.model_variables = [weight.value for weight in model.variables]  # the tf.Variables
+        self.output_kernel = translator.output_kernel  # the XLA export's stored E^T, or None
         self.tokenizer = tokenizer
         self.n_best = n_best
         from keras_transformer.decoding.alignments import word_start_table
