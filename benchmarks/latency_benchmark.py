@@ -74,14 +74,24 @@ from benchmarks.serving_benchmark import (  # noqa: E402
 from keras_transformer import artifacts  # noqa: E402
 from keras_transformer.config import STOP_LOOKAHEADS, SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
+from keras_transformer.data.segmenter import segment  # noqa: E402
 
 LENGTHS = (5, 20, 50)  # source pieces of the three request sizes
 STOP_NAMES = {"limit": "", "next": ", next-step stop"}  # system name tails by stop_lookahead
 
 
-def pick_sentences(texts: list[str], count_pieces, target: int, per_length: int) -> list[str]:
+def pick_sentences(
+    texts: list[str], count_pieces, target: int, per_length: int, single=None
+) -> list[str]:
     """`per_length` texts of about `target` pieces: the nearest in length, and texts of
-    consecutive lines joined until they reach `target` where too few are within 20%."""
+    consecutive lines joined until they reach `target` where too few are within 20%.
+    `single(text) -> bool`: only texts it accepts, the nearest `per_length` of them whatever
+    their distance, never joined (one sentence a request: a text our segmenter splits is
+    several requests' work for us and one sequence for CTranslate2)."""
+    if single is not None:
+        texts = [t for t in texts if single(t)]
+        counted = sorted(((abs(count_pieces(t) - target), t) for t in texts), key=lambda x: x[0])
+        return [t for _, t in counted[:per_length]]
     counted = sorted(((abs(count_pieces(t) - target), t) for t in texts), key=lambda x: x[0])
     near = [t for distance, t in counted if distance <= max(1, target // 5)][:per_length]
     joined, current = [], []
@@ -387,6 +397,13 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         help="latency: sleep this long before each timed request (requests after a pause, as "
         "a person sends them; default 0: each right after the previous system's)",
     )  # fmt: skip
+    parser.add_argument(
+        "--max-extra-length", type=int, default=SearchOptions.max_extra_length, metavar="N",
+        help="outputs of at most source + N pieces, ours and CTranslate2's alike (default: the "
+        "paper's 50). With --untrained, whose random weights run every output to its limit, "
+        "a small N stands in for a trained model's output lengths; it also shortens our XLA "
+        "export's buffers (benchmarks/results/2026-11-29-issue-54-one-thread-split.md)",
+    )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="split our request's time")
     parser.add_argument(
         "--throughput", type=int, default=None, metavar="BATCH",
@@ -403,20 +420,28 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
     args = parser.parse_args(argv)
     if args.idle_ms < 0:
         parser.error(f"--idle-ms must be at least 0. Received: {args.idle_ms}")
+    if args.max_extra_length < 0:
+        parser.error(f"--max-extra-length must be at least 0. Received: {args.max_extra_length}")
     threads = peer_threads(args)  # both checked before anything runs
     args.our_threads = our_threads(args)
     machine.cap_cpu_isa(args.cpu_isa)  # before any product runs
     args.export_dir = None  # serving_benchmark.environment reads it
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = model_dir_for(args, workdir)
-        search = SearchOptions(alpha=artifacts.run_eval_alpha(model_dir))
+        search = SearchOptions(
+            alpha=artifacts.run_eval_alpha(model_dir), max_extra_length=args.max_extra_length
+        )
         model, _, tokenizer = artifacts.load_trained(model_dir)
         texts = [src for src, _ in read_pairs("sample_en_de", "test")]
 
         def count_pieces(text):
             return int(tokenizer.tokenize(tf.constant([text])).row_lengths()[0])
 
-        sentences = {n: pick_sentences(texts, count_pieces, n, args.per_length) for n in LENGTHS}
+        def one_segment(text):  # one sentence by the segmenter our exports run
+            return int(segment(tf.constant([text])).segments.row_lengths()[0]) == 1
+
+        sentences = {n: pick_sentences(texts, count_pieces, n, args.per_length, one_segment)
+                     for n in LENGTHS}  # fmt: skip
         systems = our_systems(args, model_dir, workdir, search)
         if not args.no_peers:
             spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)

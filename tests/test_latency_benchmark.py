@@ -18,6 +18,8 @@ def test_picks_the_nearest_lengths_and_joins_lines_where_too_few_are_long():
     assert _words(long[0]) == 20  # the one near enough
     assert len(long) == 3 and all(_words(t) >= 20 for t in long[1:])  # consecutive lines joined
     assert long[1] == " ".join(texts[:4])  # 3 + 5 + 6 + 9 = 23 >= 20
+    odd = pick_sentences(texts, _words, target=20, per_length=3, single=lambda t: _words(t) % 2)
+    assert [_words(t) for t in odd] == [9, 5, 5]  # only accepted texts, nearest, never joined
 
 
 def test_percentiles_are_numpy_s_in_milliseconds():
@@ -109,7 +111,7 @@ def test_thread_counts_default_by_workload_and_flag(monkeypatch, argv, cores, ex
     assert names == ["" if n is None else f", {n} thread{'s' * (n > 1)}" for n in expected]
 
 
-def test_peer_threads_below_one_and_negative_idle_are_refused(capsys):
+def test_peer_threads_below_one_negative_idle_and_extra_length_are_refused(capsys):
     import argparse
 
     from benchmarks import latency_benchmark
@@ -121,6 +123,9 @@ def test_peer_threads_below_one_and_negative_idle_are_refused(capsys):
     assert "--idle-ms must be at least 0. Received: -5.0" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="Received: 0"):  # before any model is made or run
         latency_benchmark.main(["--no-peers", "--peer-threads", "0"])
+    with pytest.raises(SystemExit):
+        latency_benchmark.main(["--no-peers", "--max-extra-length", "-1"])
+    assert "--max-extra-length must be at least 0. Received: -1" in capsys.readouterr().err
 
 
 def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themselves(tmp_path):
