@@ -410,7 +410,12 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         help="instead of latency: sentences/s of each system over the first --sentences test "
         "sentences in batches of BATCH",
     )  # fmt: skip
-    parser.add_argument("--sentences", type=int, default=1288, help="with --throughput")
+    parser.add_argument(
+        "--sentences", type=int, default=1288,
+        help="with --throughput: the first N test lines that are one sentence each (a line "
+        "of several we split into sentences, each with its own output limit, and CTranslate2 "
+        "searches whole: different work)",
+    )  # fmt: skip
     parser.add_argument(
         "--cpu-isa", choices=sorted(machine.ISA_CAPS), default="native",
         help="cap oneDNN and CTranslate2 to this instruction set (avx2: a CPU without AVX-512 "
@@ -447,8 +452,9 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
             spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)
             systems.update(ctranslate2_systems(model, spm, search, threads))
         if args.throughput:
+            single = [text for text in texts if one_segment(text)][: args.sentences]
             rows = throughput_rows(
-                systems, texts[: args.sentences], args.throughput, args.rounds,
+                systems, single, args.throughput, args.rounds,
                 lambda out: int(tokenizer.tokenize(tf.constant(out)).row_lengths().numpy().sum()),
             )  # fmt: skip
         else:
