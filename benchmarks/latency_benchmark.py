@@ -6,8 +6,9 @@ and where one request's time goes.
     python benchmarks/run.py serving single --model-dir RUN --bfloat16   # AMX / AVX512_BF16
 
 Sentences of about 5, 20 and 50 source pieces (the run's SentencePiece model) come from the
-bundled test split (`--per-length` of each, the nearest in length; consecutive sentences are
-joined where the split has too few long ones). Each request is one sentence:
+bundled test split (`--per-length` of each, the nearest in length among the lines our
+segmenter keeps whole: a line of several sentences is a batch of searches for us and one
+sequence for CTranslate2). Each request is one sentence:
 
 - "ours": `serving_default` of the float32 export; with `--xla` also the `--jit-compile`
   export (XLA over fixed-size buffers: fewer, fused kernels a step); with `--bfloat16` also
@@ -37,8 +38,8 @@ base (2026-11-29-issue-54-our-threads.md).
 and after one every runtime starts colder (on the 2-core KVM EPYC, ~0.3 ms more for a single
 TensorFlow op, ~2 ms more for our 5-piece request, ~0.6 ms for CTranslate2's).
 
-`--throughput 64` measures sentences/s instead: the test split (`--sentences`) in batches of
-64 through each system (the issue-54 comparison of the float32 and bfloat16 exports with
+`--throughput 64` measures sentences/s instead: the test split's lines of one sentence
+(the first `--sentences`) in batches of 64 through each system (the issue-54 comparison of the float32 and bfloat16 exports with
 CTranslate2; `--untrained base` for base size, whose random weights run every search to its
 length limit); `--cpu-isa avx2` caps oneDNN and CTranslate2 to AVX2, the issue's stand-in
 for a CPU without bfloat16 units. Systems alternate within each round. `--profile` splits
