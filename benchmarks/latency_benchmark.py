@@ -39,10 +39,11 @@ and after one every runtime starts colder (on the 2-core KVM EPYC, ~0.3 ms more 
 TensorFlow op, ~2 ms more for our 5-piece request, ~0.6 ms for CTranslate2's).
 
 `--throughput 64` measures sentences/s instead: the test split's lines of one sentence
-(the first `--sentences`) in batches of 64 through each system (the issue-54 comparison of the float32 and bfloat16 exports with
-CTranslate2; `--untrained base` for base size, whose random weights run every search to its
-length limit); `--cpu-isa avx2` caps oneDNN and CTranslate2 to AVX2, the issue's stand-in
-for a CPU without bfloat16 units. Systems alternate within each round. `--profile` splits
+(the first `--sentences`) in batches of 64 through each system (the issue-54 comparison of
+the float32 and bfloat16 exports with CTranslate2; `--untrained base` for base size, whose
+random weights run every search to its length limit); `--cpu-isa avx2` caps oneDNN and
+CTranslate2 to AVX2, the issue's stand-in for a CPU without bfloat16 units. Systems
+alternate within each round. `--profile` splits
 our in-process request into string work (tokenize, split, detokenize, join), the encoder,
 and the search steps (loop steps counted, each one's share too), from the same `Translator`
 timed in parts (with `--xla` the XLA one as well). `--stop-lookahead limit next` runs each
