@@ -83,18 +83,15 @@ STOP_NAMES = {"limit": "", "next": ", next-step stop"}  # system name tails by s
 
 
 def pick_sentences(
-    texts: list[str], count_pieces, target: int, per_length: int, single=None
+    texts: list[str], count_pieces, target: int, per_length: int, join: bool = True
 ) -> list[str]:
     """`per_length` texts of about `target` pieces: the nearest in length, and texts of
-    consecutive lines joined until they reach `target` where too few are within 20%.
-    `single(text) -> bool`: only texts it accepts, the nearest `per_length` of them whatever
-    their distance, never joined (one sentence a request: a text our segmenter splits is
-    several requests' work for us and one sequence for CTranslate2)."""
-    if single is not None:
-        texts = [t for t in texts if single(t)]
-        counted = sorted(((abs(count_pieces(t) - target), t) for t in texts), key=lambda x: x[0])
-        return [t for _, t in counted[:per_length]]
+    consecutive lines joined until they reach `target` where too few are within 20%. Without
+    `join`: the nearest `per_length` whatever their distance, never joined (texts of one
+    sentence stay one sentence)."""
     counted = sorted(((abs(count_pieces(t) - target), t) for t in texts), key=lambda x: x[0])
+    if not join:
+        return [t for _, t in counted[:per_length]]
     near = [t for distance, t in counted if distance <= max(1, target // 5)][:per_length]
     joined, current = [], []
     for text in texts:
@@ -444,19 +441,19 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         def count_pieces(text):
             return int(tokenizer.tokenize(tf.constant([text])).row_lengths()[0])
 
-        def one_segment(text):  # one sentence by the segmenter our exports run
-            return int(segment(tf.constant([text])).segments.row_lengths()[0]) == 1
-
-        sentences = {n: pick_sentences(texts, count_pieces, n, args.per_length, one_segment)
+        # One sentence a request: the lines our exports' segmenter keeps whole (a line of
+        # several is a batch of searches for us and one sequence for CTranslate2).
+        segments = segment(tf.constant(texts)).segments.row_lengths().numpy()
+        texts = [text for text, n in zip(texts, segments) if n == 1]
+        sentences = {n: pick_sentences(texts, count_pieces, n, args.per_length, join=False)
                      for n in LENGTHS}  # fmt: skip
         systems = our_systems(args, model_dir, workdir, search)
         if not args.no_peers:
             spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)
             systems.update(ctranslate2_systems(model, spm, search, threads))
         if args.throughput:
-            single = [text for text in texts if one_segment(text)][: args.sentences]
             rows = throughput_rows(
-                systems, single, args.throughput, args.rounds,
+                systems, texts[: args.sentences], args.throughput, args.rounds,
                 lambda out: int(tokenizer.tokenize(tf.constant(out)).row_lengths().numpy().sum()),
             )  # fmt: skip
         else:

@@ -18,8 +18,9 @@ def test_picks_the_nearest_lengths_and_joins_lines_where_too_few_are_long():
     assert _words(long[0]) == 20  # the one near enough
     assert len(long) == 3 and all(_words(t) >= 20 for t in long[1:])  # consecutive lines joined
     assert long[1] == " ".join(texts[:4])  # 3 + 5 + 6 + 9 = 23 >= 20
-    odd = pick_sentences(texts, _words, target=20, per_length=3, single=lambda t: _words(t) % 2)
-    assert [_words(t) for t in odd] == [9, 5, 5]  # only accepted texts, nearest, never joined
+    odd = [t for t in texts if _words(t) % 2]
+    odd = pick_sentences(odd, _words, target=20, per_length=3, join=False)
+    assert [_words(t) for t in odd] == [9, 5, 5]  # nearest whatever the distance, never joined
 
 
 def test_percentiles_are_numpy_s_in_milliseconds():

@@ -143,9 +143,10 @@ class Translator(tf.Module):
             if growing:
                 options = options.replace(padded_decode=False)
             transpose = self.transpose_kernels and not growing
+            kernel = None if growing else self.output_kernel  # fixed buffers only
             self._searches[key] = tf.function(
                 lambda source: search_ids(
-                    self.model, source, options, self.pad_kernels, transpose, self.output_kernel
+                    self.model, source, options, self.pad_kernels, transpose, kernel
                 ),
                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
                 jit_compile=self.jit_compile and not growing,
