@@ -184,9 +184,11 @@ class Runner:
             return [f"done: worker, {summary['steps']} steps in {summary['train_seconds']:.0f}s"]
         lines = []
         if summary.get("stopped_by_time_limit"):
+            # a planned run's last step is its plan's, not the bound before the plan
+            planned = (summary.get("plan") or {}).get("total_steps")
             lines.append(
-                f"stopped at step {summary['steps']} of {self.config.step_limit()} by the "
-                f"{summary['time_limit_seconds'] / 60:g}-minute limit (--train-minutes)"
+                f"stopped at step {summary['steps']} of {planned or self.config.step_limit()} "
+                f"by the {summary['time_limit_seconds'] / 60:g}-minute limit (--train-minutes)"
             )
         test = summary.get("test", {})
         lines.append(

@@ -160,6 +160,22 @@ def test_quick_runs_train_under_a_time_limit():
     assert cfg.recipe.train_minutes == 0.5
 
 
+def test_a_planned_run_stopped_by_its_time_limit_reports_the_planned_steps():
+    """`--time-budget-minutes 48 --train-minutes 40`: the report names the plan's last step,
+    not the bound the config gives before any plan (budget / the shortest step)."""
+    from keras_transformer.runner import Runner, RunResult
+
+    cfg = TrainingConfig.from_flat(model="quick", time_budget_minutes=48, train_minutes=40)
+    summary = dict(chief=True, steps=1974, stopped_by_time_limit=True, time_limit_seconds=2400.0,
+                   plan=dict(total_steps=2122), train_seconds=2415.2, tokens_per_sec=1134.0,
+                   step_seconds=2310.9, test={})  # fmt: skip
+    lines = Runner(cfg, export_dir="none").report(RunResult(summary))
+    assert cfg.step_limit() != 2122
+    assert lines[0] == "stopped at step 1974 of 2122 by the 40-minute limit (--train-minutes)"
+    unplanned = Runner(cfg, export_dir="none").report(RunResult({**summary, "plan": None}))
+    assert unplanned[0].startswith(f"stopped at step 1974 of {cfg.step_limit()} by")
+
+
 def test_train_command_stops_at_its_time_limit_and_finishes_the_run(tmp_path):
     """A limit shorter than the first step (its trace alone takes seconds) stops the run
     after one step, which is still checkpointed, averaged and summarized."""
