@@ -72,7 +72,10 @@ def add_model_arguments(parser, where) -> None:
     where.add_argument(
         "--untrained", choices=("base", "big", "quick", "tiny"),
         help="instead of a trained model: this preset with random weights and a --vocab-size "
-        "SentencePiece model of the bundled En-De corpus (exported first)",
+        "SentencePiece model of the bundled En-De corpus (exported first). Random weights never "
+        "end at EOS, so every search runs to its length limit: right for a step's cost, wrong "
+        "for serving figures, where a trained model's short outputs make fixed costs and the "
+        "early stop count (benchmarks/results/2026-11-29-issue-54-trained-base.md)",
     )  # fmt: skip
     flags.add(parser, vocab_size={"default": 32000, "help": "with --untrained"})
 
