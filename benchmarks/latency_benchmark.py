@@ -104,6 +104,13 @@ def pick_sentences(
     return near + joined
 
 
+def one_sentence_lines(texts: list[str]) -> list[str]:
+    """The `texts` our exports' segmenter keeps whole (one segment each), in order: a line of
+    several sentences is a batch of searches for us and one sequence for CTranslate2."""
+    segments = segment(tf.constant(texts)).segments.row_lengths().numpy()
+    return [text for text, n in zip(texts, segments) if n == 1]
+
+
 def percentiles(times: list[float]) -> dict:
     """p50 and p90 in milliseconds."""
     return {"p50_ms": 1e3 * float(np.percentile(times, 50)),
@@ -441,10 +448,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         def count_pieces(text):
             return int(tokenizer.tokenize(tf.constant([text])).row_lengths()[0])
 
-        # One sentence a request: the lines our exports' segmenter keeps whole (a line of
-        # several is a batch of searches for us and one sequence for CTranslate2).
-        segments = segment(tf.constant(texts)).segments.row_lengths().numpy()
-        texts = [text for text, n in zip(texts, segments) if n == 1]
+        texts = one_sentence_lines(texts)  # one sentence a request, for both modes
         sentences = {n: pick_sentences(texts, count_pieces, n, args.per_length, join=False)
                      for n in LENGTHS}  # fmt: skip
         systems = our_systems(args, model_dir, workdir, search)

@@ -23,6 +23,14 @@ def test_picks_the_nearest_lengths_and_joins_lines_where_too_few_are_long():
     assert [_words(t) for t in odd] == [9, 5, 5]  # nearest whatever the distance, never joined
 
 
+def test_one_sentence_lines_drops_lines_the_segmenter_splits_and_keeps_order():
+    from benchmarks.latency_benchmark import one_sentence_lines
+
+    texts = ["One short line.", "The first sentence is here. The second one follows it.",
+             "Another line without a stop", "Dr. Smith arrived at noon."]  # fmt: skip
+    assert one_sentence_lines(texts) == [texts[0], texts[2], texts[3]]
+
+
 def test_percentiles_are_numpy_s_in_milliseconds():
     times = [0.010, 0.020, 0.030, 0.040, 0.100]
     got = percentiles(times)

@@ -14,9 +14,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from benchmarks.latency_benchmark import one_sentence_lines
 from keras_transformer import SearchOptions, artifacts, malloc
 from keras_transformer.data.corpus import read_pairs
-from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding import Translator
 
 
@@ -27,8 +27,7 @@ def main():
     rounds = 2
     model, config, tok = artifacts.load_trained(run, dtype=dtype)
     texts = [s for s, _ in read_pairs("sample_en_de", "test")]
-    seg = segment(tf.constant(texts)).segments.row_lengths().numpy()
-    texts = [t for t, n in zip(texts, seg) if n == 1][:256]
+    texts = one_sentence_lines(texts)[:256]
     chunks = [texts[i : i + 64] for i in range(0, 256, 64)]
     alpha = artifacts.run_eval_alpha(run)
     encode = tf.function(

@@ -14,9 +14,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from benchmarks.latency_benchmark import one_sentence_lines
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.data.corpus import read_pairs
-from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.search import XLA_WIDTH_MULTIPLE, pad_width
 
@@ -25,8 +25,7 @@ def main():
     run = sys.argv[1]
     model, config, tok = artifacts.load_trained(run)
     texts = [s for s, _ in read_pairs("sample_en_de", "test")]
-    seg = segment(tf.constant(texts)).segments.row_lengths().numpy()
-    texts = [t for t, n in zip(texts, seg) if n == 1][:256]
+    texts = one_sentence_lines(texts)[:256]
     # length-sorted batches, as translate_tensors batches them
     lens = [int(x) for x in tok.tokenize(tf.constant(texts)).row_lengths().numpy()]
     order = np.argsort(lens, kind="stable")

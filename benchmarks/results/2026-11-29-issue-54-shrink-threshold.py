@@ -17,9 +17,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from benchmarks.latency_benchmark import one_sentence_lines
 from keras_transformer import SearchOptions, artifacts, malloc
 from keras_transformer.data.corpus import read_pairs
-from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding import Translator, loop
 from keras_transformer.decoding import search as search_mod
 
@@ -34,8 +34,7 @@ def main():
     looks = sys.argv[4].split(",") if len(sys.argv) > 4 else ["limit", "next"]
     model, config, tok = artifacts.load_trained(run)
     texts = [s for s, _ in read_pairs("sample_en_de", "test")]
-    seg = segment(tf.constant(texts)).segments.row_lengths().numpy()
-    texts = [t for t, n in zip(texts, seg) if n == 1][:256]
+    texts = one_sentence_lines(texts)[:256]
     chunks = [tf.constant(texts[i : i + 64]) for i in range(0, 256, 64)]
     alpha = artifacts.run_eval_alpha(run)
     systems = {}

@@ -14,10 +14,9 @@ import tempfile
 import tensorflow as tf
 
 from benchmarks.ctranslate2_process import _translate_texts
-from benchmarks.latency_benchmark import pick_sentences
+from benchmarks.latency_benchmark import one_sentence_lines, pick_sentences
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.data.corpus import read_pairs
-from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding import Translator
 from keras_transformer.serving.ctranslate2_export import export_ctranslate2, sentencepiece_pieces
 
@@ -26,8 +25,7 @@ def main():
     run = os.environ.get("RUN", "/tmp/s77/base_trained")
     model, config, tok = artifacts.load_trained(run)
     texts = [s for s, _ in read_pairs("sample_en_de", "test")]
-    seg = segment(tf.constant(texts)).segments.row_lengths().numpy()
-    texts = [t for t, n in zip(texts, seg) if n == 1]
+    texts = one_sentence_lines(texts)
 
     def count(t):
         return int(tok.tokenize(tf.constant([t])).row_lengths()[0])
