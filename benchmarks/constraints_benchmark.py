@@ -49,6 +49,7 @@ from keras_transformer.config import DocumentOptions, eval_alpha_for  # noqa: E4
 from keras_transformer.data.corpus import sample_path  # noqa: E402
 from keras_transformer.decoding import Translator  # noqa: E402
 from keras_transformer.decoding.guided import guided_function  # noqa: E402
+from keras_transformer.tracing import graph_function
 
 WORD = re.compile(r"\w+")
 
@@ -151,7 +152,7 @@ def main(argv=None, prog=None, workload: str | None = None) -> dict:
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     guided = guided_function(translator)
     size = args.batch_size
-    plain_function = tf.function(
+    plain_function = graph_function(
         translator.translate_tensors, input_signature=[tf.TensorSpec([None], tf.string)]
     )  # one graph, as the export's serving_default
 

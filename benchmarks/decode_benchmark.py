@@ -35,6 +35,7 @@ from keras_transformer.decoding import (  # noqa: E402
     padded_kernels,  # noqa: E402
     per_source_step,
 )
+from keras_transformer.tracing import graph_function  # noqa: E402
 
 
 def parse_args(argv, prog: str | None = None):
@@ -60,7 +61,7 @@ def forced_search(model, config, beam_size, steps):
     no_eos = tf.one_hot(config.eos_id, config.vocab_size, on_value=float("-inf"))  # (vocab,)
     pad = padded_kernels.default_pad_kernels()  # as the commands decide
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    @graph_function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def run(source):
         memory, mask = model.encode(source)
         step = per_source_step(model, memory, mask, beam_size, pad_kernels=pad)
@@ -111,7 +112,7 @@ def per_step_times(model, config, args):
     memory, mask = model.encode(source)
     decoder, embedding = model.decoder, model.token_embedding
 
-    @tf.function(reduce_retracing=True)
+    @graph_function(reduce_retracing=True)
     def uncached(prefix):  # the whole decoder over the prefix, keep the last position
         hidden = decoder(embedding(prefix), memory, memory_mask=mask)
         return embedding(hidden[:, -1:], reverse=True)

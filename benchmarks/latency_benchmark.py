@@ -77,6 +77,7 @@ from keras_transformer import artifacts  # noqa: E402
 from keras_transformer.config import STOP_LOOKAHEADS, SearchOptions  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
 from keras_transformer.data.segmenter import segment  # noqa: E402
+from keras_transformer.tracing import graph_function
 
 LENGTHS = (5, 20, 50)  # source pieces of the three request sizes
 STOP_NAMES = {"limit": "", "next": ", next-step stop"}  # system name tails by stop_lookahead
@@ -282,7 +283,7 @@ def profile_rows(
     config = model.config
     options = search.replace(padded_decode=jit_compile)
     translator = Translator(model, tokenizer, options, jit_compile=jit_compile)
-    whole = tf.function(translator.translate_tensors,
+    whole = graph_function(translator.translate_tensors,
                         input_signature=[tf.TensorSpec([None], tf.string)])  # fmt: skip
     search_fn = translator.search_function(1)
     counter = (  # the growing search, whose ids show its steps
@@ -290,7 +291,7 @@ def profile_rows(
         if jit_compile
         else search_fn
     )
-    encode = tf.function(lambda ids: model.encode(ids),
+    encode = graph_function(lambda ids: model.encode(ids),
                          input_signature=[tf.TensorSpec([None, None], tf.int32)])  # fmt: skip
     rows = []
     for length, texts in sentences.items():

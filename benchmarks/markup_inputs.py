@@ -60,13 +60,14 @@ def restored_references(run: str, pairs: list) -> list:
     from keras_transformer import artifacts
     from keras_transformer.data.protected_spans import restore_spans, span_patterns
     from keras_transformer.decoding.alignments import align_tensors, word_start_table
+    from keras_transformer.tracing import graph_function
 
     model, _, tokenizer = artifacts.load_trained(run)
     starts = word_start_table(tokenizer.model_proto)
     choice = artifacts.run_alignment(run).kwargs()
     patterns = span_patterns(tokenizer.model_proto)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    @graph_function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
     def restore(sources, references):
         links = align_tensors(model, tokenizer, sources, references, starts, **choice)
         return restore_spans(sources, references, links["source_index"], patterns)
@@ -88,10 +89,11 @@ def restore_cost(sources: list, outputs: list, calls: int = 400) -> str:
     import tensorflow as tf
 
     from keras_transformer.data.protected_spans import restore_spans
+    from keras_transformer.tracing import graph_function
 
     links = tf.ragged.constant([[min(j, len(s.split()) - 1) for j in range(len(t.split()))]
                                 for s, t in zip(sources, outputs)]).to_tensor(-1)  # fmt: skip
-    restore = tf.function(restore_spans)
+    restore = graph_function(restore_spans)
     times = []
     for batch in (1, 64):
         args = (tf.constant(sources[:batch]), tf.constant(outputs[:batch]), links[:batch])

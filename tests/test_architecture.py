@@ -18,6 +18,7 @@ RANKS = {
     "logging_utils": 0,
     "malloc": 0,
     "onednn": 0,
+    "tracing": 0,  # graph_function: tf.function without AutoGraph
     "precision": 0.5,  # the training dtype rule: plain Python, reads onednn
     "config": 1,
     "recipes": 1.5,  # jobs resolved for a machine: config's values, plain Python

@@ -55,6 +55,7 @@ from keras_transformer.decoding.incremental import per_source_step
 from keras_transformer.decoding.loop import LoopOptions, decode
 from keras_transformer.decoding.prefill import Prefill, fill_cache, shortest_prefix
 from keras_transformer.decoding.search import prepare_source
+from keras_transformer.tracing import graph_function
 
 WORD_START = "\u2581"  # SentencePiece's "▁"
 WORD = r"[\pL\pN_]"
@@ -417,7 +418,7 @@ def guided_function(translator, alternatives: int = 0, limits: GuideLimits | Non
     """`translate_guided` as one `tf.function` of five string `(batch,)` tensors (text, prefix,
     constraints, avoid, glossary), traced once: for repeated eager calls and for export."""
     spec = tf.TensorSpec([None], tf.string)
-    return tf.function(
+    return graph_function(
         lambda text, prefix, constraints, avoid, glossary: translate_guided(
             translator, text, prefix, constraints, avoid, glossary, alternatives, limits, prefill
         ),

@@ -37,6 +37,7 @@ from keras_transformer.checks import env_switch
 from keras_transformer.decoding import padded_kernels, per_source, slot_cache
 from keras_transformer.decoding.loop import StepFunction
 from keras_transformer.model import Transformer
+from keras_transformer.tracing import graph_function
 
 # Under XLA a product of a few rows (one token per hypothesis) by a `(in, out)` kernel runs at a
 # speed that depends on the CPU, not on its instruction set (`--xla_cpu_max_isa=AVX2` changes
@@ -217,4 +218,4 @@ def _empty_slot_cache(items, layer, beam: int) -> dict:
 def _graph(fn):
     """Eagerly, `fn` as one `tf.function` (one graph call per step instead of eager layer
     calls); inside a traced function, `fn` itself."""
-    return tf.function(fn, reduce_retracing=True) if tf.executing_eagerly() else fn
+    return graph_function(fn, reduce_retracing=True) if tf.executing_eagerly() else fn

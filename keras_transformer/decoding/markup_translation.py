@@ -28,6 +28,7 @@ from keras_transformer.data.markup import insert_tags, parse_markup
 from keras_transformer.data.protected_spans import restore_spans, span_patterns
 from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.alignments import align_tensors, moses_strings, word_offsets
+from keras_transformer.tracing import graph_function
 
 OUTPUT_KEYS = ("translations", "scores", "alignments", "warnings")
 
@@ -106,7 +107,7 @@ def translate_lines(translator, lines, markup: bool = True, batch_size: int = 32
         body = lambda texts: translate_markup(translator, texts, starts)  # noqa: E731
     else:
         body = lambda texts: translate_with_alignments(translator, texts, starts)  # noqa: E731
-    function = tf.function(body, input_signature=[tf.TensorSpec([None], tf.string)])
+    function = graph_function(body, input_signature=[tf.TensorSpec([None], tf.string)])
 
     def run(batch, _):
         out = function(tf.constant(batch))

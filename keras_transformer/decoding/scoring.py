@@ -39,6 +39,7 @@ from keras_transformer.data.segmenter import segment
 from keras_transformer.decoding.beam_search import length_penalty
 from keras_transformer.decoding.search import check_model, prepare_source
 from keras_transformer.model import Transformer
+from keras_transformer.tracing import graph_function
 
 OUTPUT_KEYS = ("log_prob", "per_token", "score")
 
@@ -190,7 +191,7 @@ def score_pairs(
     lengths = np.maximum(source_ids.row_lengths().numpy(), target_ids.row_lengths().numpy())
     order = np.argsort(lengths, kind="stable")  # batch similar lengths together
     spec = tf.TensorSpec([None, None], tf.int32)
-    run = tf.function(lambda s, t: score_ids(model, s, t, alpha), input_signature=[spec, spec])
+    run = graph_function(lambda s, t: score_ids(model, s, t, alpha), input_signature=[spec, spec])
     starts = range(0, len(sources), batch_size)
     if progress:
         from tqdm import tqdm

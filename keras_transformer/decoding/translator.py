@@ -40,6 +40,7 @@ from keras_transformer.decoding.search import (
     warn_if_truncated,
 )
 from keras_transformer.model import Transformer
+from keras_transformer.tracing import graph_function
 
 
 class Translator(tf.Module):
@@ -144,7 +145,7 @@ class Translator(tf.Module):
                 options = options.replace(padded_decode=False)
             transpose = self.transpose_kernels and not growing
             kernel = None if growing else self.output_kernel  # fixed buffers only
-            self._searches[key] = tf.function(
+            self._searches[key] = graph_function(
                 lambda source: search_ids(
                     self.model, source, options, self.pad_kernels, transpose, kernel
                 ),
@@ -172,7 +173,7 @@ class Translator(tf.Module):
                 tf.TensorSpec([2], tf.int64, name="seed"),
                 tf.TensorSpec([], tf.int32, name="rows"),
             ]
-            self._searches[key] = tf.function(
+            self._searches[key] = graph_function(
                 lambda source, temperature, top_k, top_p, seed, rows: sample_ids(
                     self.model,
                     source,

@@ -28,6 +28,7 @@ from keras_transformer.serving.signatures import (
     SEGMENT_SIGNATURE,
     SERVING_SIGNATURE,
 )
+from keras_transformer.tracing import graph_function
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
 SAMPLE_SPECS = [TEXT_SPEC] + [
@@ -78,8 +79,8 @@ class TranslationModule(tf.Module):
         self._parts.starts = word_start_table(tokenizer.model_proto)  # (vocab,) int32
         self.guided = guided
         if guided:  # only then: saving traces every tf.function with a signature it holds
-            self.translate_guided = tf.function(self._guided_one, input_signature=GUIDED_SPECS)
-            self.translate_alternatives = tf.function(
+            self.translate_guided = graph_function(self._guided_one, input_signature=GUIDED_SPECS)
+            self.translate_alternatives = graph_function(
                 self._guided_alternatives, input_signature=GUIDED_SPECS
             )
 
@@ -91,7 +92,7 @@ class TranslationModule(tf.Module):
     def model(self):
         return self._parts.model
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def translate(self, text):
         """`text` string (batch,) -> translations string (batch,), scores float32 (batch,)."""
         out = self.translator.translate_tensors(text)
@@ -99,7 +100,7 @@ class TranslationModule(tf.Module):
         scores = tf.ensure_shape(tf.cast(out["scores"], tf.float32), [None])  # (batch,)
         return {"translations": translations, "scores": scores}
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def translate_nbest(self, text):
         """`text` (batch,) -> translations string, scores float32, both (batch, n_best)."""
         out = self.translator.translate_tensors_n_best(text, n_best=self.n_best)
@@ -107,7 +108,7 @@ class TranslationModule(tf.Module):
         scores = tf.ensure_shape(tf.cast(out["scores"], tf.float32), [None, self.n_best])
         return {"translations": translations, "scores": scores}
 
-    @tf.function(input_signature=SAMPLE_SPECS)
+    @graph_function(input_signature=SAMPLE_SPECS)
     def translate_sample(
         self,
         text,
@@ -125,7 +126,7 @@ class TranslationModule(tf.Module):
         scores = tf.ensure_shape(tf.cast(out["scores"], tf.float32), [None])  # (batch,)
         return {"translations": translations, "scores": scores}
 
-    @tf.function(input_signature=SCORE_SPECS)
+    @graph_function(input_signature=SCORE_SPECS)
     def score(self, source, target):
         """`source`, `target` string (batch,) -> log_prob, per_token, score float32 (batch,):
         teacher-forced log P(target | source), with the search's alpha for `score`; whole
@@ -140,7 +141,7 @@ class TranslationModule(tf.Module):
             out = scoring.score_tensors(self.model, self.tokenizer, source, target, alpha)
         return {key: tf.ensure_shape(out[key], [None]) for key in SCORE_OUTPUT_KEYS}
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def segment(self, text):
         """`text` (batch,) -> segments string (batch, max_segments), "" after each input's
         last, and num_segments int32 (batch,): the sentences the translate signatures send
@@ -157,7 +158,7 @@ class TranslationModule(tf.Module):
             "num_segments": tf.cast(segments.row_lengths(), tf.int32),
         }
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @graph_function(input_signature=[TEXT_SPEC])
     def translate_markup(self, text):
         """`text` (batch,) with inline tags -> translations, alignments, warnings string and
         scores float32, each (batch,) (`decoding.markup_translation.translate_markup`)."""
@@ -166,7 +167,7 @@ class TranslationModule(tf.Module):
         out = translate_markup(self.translator, text, self._parts.starts)
         return {key: tf.ensure_shape(out[key], [None]) for key in MARKUP_OUTPUT_KEYS}
 
-    @tf.function(input_signature=SCORE_SPECS)
+    @graph_function(input_signature=SCORE_SPECS)
     def align(self, source, target):
         """`source`, `target` string (batch,) -> alignments string (batch,): Moses "i-j"
         pairs of each pair, aligned whole (`decoding.alignments.align_tensors`)."""

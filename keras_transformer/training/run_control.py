@@ -27,6 +27,7 @@ from typing import Protocol
 import keras
 import tensorflow as tf
 
+from keras_transformer.tracing import graph_function
 from keras_transformer.training.callbacks import PeriodicCheckpoint, ProgressLog, between_updates
 from keras_transformer.training.preemption import SignalWatch
 from keras_transformer.training.run_end import RunEnd
@@ -64,7 +65,7 @@ class Agreement:
         def replica_sum(flags):  # (n,) float32 on each replica -> the sum over all replicas
             return tf.distribute.get_replica_context().all_reduce("SUM", tf.identity(flags))
 
-        self._sum = tf.function(lambda flags: strategy.run(replica_sum, args=(flags,)))
+        self._sum = graph_function(lambda flags: strategy.run(replica_sum, args=(flags,)))
 
     def __call__(self, *flags: bool) -> tuple[bool, ...]:
         with self.strategy.scope():
