@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data import attributes as at
+from keras_transformer.tracing import graph_function
 
 FIND_CASES = (
     ('<img src="a.png" alt="A red &amp; car">', ["A red & car"]),
@@ -74,7 +75,7 @@ def test_values_written_back_read_as_html_parser_reads_them(seed):
     # each translatable value (with a letter) replaced by its "translation".
     rng = np.random.default_rng(seed)
     tags = [_tag(rng) for _ in range(60)]
-    found = tf.function(at.find_values)(tf.constant(tags))
+    found = graph_function(at.find_values)(tf.constant(tags))
     translations = tf.strings.join(["«", tf.strings.upper(found.values), " & 'ü'»"])
     rebuilt = at.put_values(found, translations).numpy()
     changed = 0

@@ -11,6 +11,7 @@ from keras_transformer.decoding import BeamSearch, LoopOptions, Sampling, decode
 from keras_transformer.decoding.beam_search import TOP_K_BLOCK, top_k_rows
 from keras_transformer.testing.steps import row_step, stateless_step
 from keras_transformer.testing.tables import BOS, PAD, Table, strip
+from keras_transformer.tracing import graph_function
 
 
 def exhaustive(table, item, limit, alpha, eos):
@@ -35,7 +36,7 @@ def run_search(
     if mode == "eager":
         ids, scores = search()
     else:
-        ids, scores = tf.function(search, jit_compile=mode == "xla")()
+        ids, scores = graph_function(search, jit_compile=mode == "xla")()
     return ids.numpy(), scores.numpy()
 
 
@@ -88,7 +89,7 @@ def test_beam_size_one_equals_greedy_without_length_penalty(seed):
     table = Table(seed=seed, batch=batch, vocab=vocab, max_len=max_len)
     limits = [max_len] * batch
     ids, scores = run_search(table, batch, 1, 0.0, vocab - 1, limits, 1, "graph")
-    greedy_ids, greedy_log_probs = tf.function(
+    greedy_ids, greedy_log_probs = graph_function(
         lambda: decode(
             Sampling(),
             row_step(table.fn(False), table.initial_cache(batch, False)),

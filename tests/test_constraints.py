@@ -10,6 +10,7 @@ from keras_transformer.decoding import BeamSearch, LoopOptions, decode
 from keras_transformer.decoding.constraints import Guide, GuidedBeamSearch, phrases_met
 from keras_transformer.testing.steps import row_step, stateless_step
 from keras_transformer.testing.tables import BOS, PAD, Table, strip
+from keras_transformer.tracing import graph_function
 
 VOCAB, MAX_LEN, EOS = 4, 3, 3
 WIDE = (VOCAB - 1) ** (MAX_LEN - 1) * VOCAB  # every live hypothesis fits in the beam
@@ -86,7 +87,7 @@ def search(table, guide, batch, beam, alpha, limits, n_best):
     options = SearchOptions(beam_size=beam, alpha=alpha, n_best=n_best)
     strategy = GuidedBeamSearch(VOCAB, options, build_guide(guide, batch))
     step = row_step(table.fn(), table.initial_cache(batch), (), beam)
-    run = tf.function(
+    run = graph_function(
         lambda: decode(
             strategy,
             step,

@@ -32,6 +32,7 @@ from keras_transformer.decoding import (
 )
 from keras_transformer.testing.model_dir import make_model_dir
 from keras_transformer.testing.steps import stateless_step
+from keras_transformer.tracing import graph_function
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -280,10 +281,10 @@ def test_translator_strings_batches_and_export_signature(model_dir, caplog):
     assert batched == outputs
     np.testing.assert_allclose(batched_scores, scores, atol=1e-4)
     signature = tf.TensorSpec([None], tf.string)
-    serve = tf.function(translator.translate_tensors, input_signature=[signature])
+    serve = graph_function(translator.translate_tensors, input_signature=[signature])
     served = serve(tf.constant(texts))
     assert [t.decode() for t in served["translations"].numpy()] == outputs
-    n_best = tf.function(
+    n_best = graph_function(
         lambda t: translator.translate_tensors_n_best(t, 3), input_signature=[signature]
     )(tf.constant(texts[:2]))
     assert n_best["translations"].shape == (2, 3) and n_best["scores"].shape == (2, 3)
@@ -348,7 +349,9 @@ def test_a_jit_translator_searches_batches_above_xla_max_rows_without_xla(model_
         np.testing.assert_allclose(got["scores"].numpy(), scores, atol=1e-4)
     growing = functions["n_best_1_growing"].get_concrete_function()
     assert growing.function_def.attr["_noinline"].b  # the untaken branch: one call node
-    served = tf.function(xla.translate_tensors, input_signature=[tf.TensorSpec([None], tf.string)])
+    served = graph_function(
+        xla.translate_tensors, input_signature=[tf.TensorSpec([None], tf.string)]
+    )
     for rows in (2, XLA_MAX_ROWS + 3):  # traced: both branches in the graph, one runs
         got = served(tf.constant(texts[:rows]))["translations"].numpy()
         assert [t.decode() for t in got] == plain(texts[:rows])
@@ -404,7 +407,7 @@ def test_filter_logits_with_tensor_knobs_matches_the_single_filters_and_numpy(bi
 
     rng = np.random.default_rng(7)
     logits = tf.constant(rng.standard_normal((6, 30)).astype("f4"))
-    knobs = tf.function(  # per-call tensors, under XLA
+    knobs = graph_function(  # per-call tensors, under XLA
         lambda x, k, p: filter_logits(x, k, p, bisect), jit_compile=True
     )
     for k in (1, 4, 30, 50):
@@ -440,7 +443,7 @@ def test_filter_logits_with_ties_infinities_and_signed_zeros_matches_the_sorting
     ranked = flat[np.argsort(keys)]
     assert (ranked[1:] >= ranked[:-1]).all()  # the keys' order is the floats'
     np.testing.assert_array_equal(np.equal.outer(keys, keys), np.equal.outer(flat, flat))
-    knobs = tf.function(lambda x, k, p: filter_logits(x, k, p, bisect=True), jit_compile=jit)
+    knobs = graph_function(lambda x, k, p: filter_logits(x, k, p, bisect=True), jit_compile=jit)
     for k in (1, 2, 7, 39, 40, 41):
         got = knobs(logits, tf.constant(k), tf.constant(1.0)).numpy()
         np.testing.assert_array_equal(got, top_k_filter(logits, min(k, 40)).numpy())
@@ -491,8 +494,10 @@ def test_sample_tensors_checks_values_and_served_tensors(sampler):
         with pytest.raises(ValueError, match=next(iter(bad))):
             sampler.sample(SAMPLE_TEXTS, **bad)
     spec = [tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.float32)]
-    served = tf.function(lambda t, temperature: sampler.sample_tensors(t, temperature=temperature),
-                         input_signature=spec)  # fmt: skip
+    served = graph_function(
+        lambda t, temperature: sampler.sample_tensors(t, temperature=temperature),
+        input_signature=spec,
+    )
     assert served(tf.constant(SAMPLE_TEXTS), 0.7)["translations"].shape == [4]
     with pytest.raises(tf.errors.InvalidArgumentError, match="temperature must be > 0"):
         served(tf.constant(SAMPLE_TEXTS), 0.0)

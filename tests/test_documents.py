@@ -19,6 +19,7 @@ from keras_transformer.data.segmenter import segment, split_sentences
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.documents import cut_lengths, piece_table, translate_documents
 from keras_transformer.decoding.scoring import score_document_tensors, score_tensors
+from keras_transformer.tracing import graph_function
 
 SEARCH = SearchOptions(beam_size=3, max_extra_length=6)
 PARAGRAPH = (
@@ -66,7 +67,7 @@ def test_cut_lengths_without_long_rows_skips_the_loop_with_the_same_chunks():
     rng = np.random.default_rng(0)
     table = rng.integers(0, 2, (20, 2)).astype(np.int32)
     short = [rng.integers(1, 20, n).tolist() for n in [0, 1, 4, 8]]
-    traced = tf.function(lambda pieces: cut_lengths(pieces, 8, table))
+    traced = graph_function(lambda pieces: cut_lengths(pieces, 8, table))
     for rows in (short, short + [rng.integers(1, 20, 19).tolist()]):
         want = [reference_cut([tuple(table[i]) for i in row], 8) if row else [0] for row in rows]
         for cut in (lambda pieces: cut_lengths(pieces, 8, table), traced):

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data import markup as mk
+from keras_transformer.tracing import graph_function
 
 
 def _punct(char):
@@ -153,8 +154,8 @@ def test_random_alignments_keep_edge_punctuation_outside(seed):
         out += ["!"] * int(rng.integers(2))  # a word of punctuation only
         translations.append(" ".join(out))
         links.append(rng.integers(-1, 6, size=len(out)))
-    insert = tf.function(mk.insert_tags)
-    parsed = tf.function(mk.parse_markup)(tf.constant(sources))
+    insert = graph_function(mk.insert_tags)
+    parsed = graph_function(mk.parse_markup)(tf.constant(sources))
     got = insert(parsed, translations, tf.ragged.constant(links).to_tensor(-1))
     for source, translation, result in zip(sources, translations, got.numpy()):
         result = result.decode()
@@ -170,9 +171,9 @@ def test_random_alignments_keep_edge_punctuation_outside(seed):
 
 def test_inputs_without_tags_and_with_tags_in_one_batch():
     sources = ["The cat sleeps.", "<b>Open</b>.", ""]
-    parsed = tf.function(mk.parse_markup)(tf.constant(sources))
+    parsed = graph_function(mk.parse_markup)(tf.constant(sources))
     links = tf.constant([[0, 1, 2], [0, -1, -1], [-1, -1, -1]], tf.int32)
-    got = tf.function(mk.insert_tags)(parsed, ["Die Katze schläft.", "Öffnen.", ""], links)
+    got = graph_function(mk.insert_tags)(parsed, ["Die Katze schläft.", "Öffnen.", ""], links)
     assert got.numpy().tolist() == [b"Die Katze schl\xc3\xa4ft.", b"<b>\xc3\x96ffnen</b>.", b""]
     alone = mk.insert_tags(mk.parse_markup(tf.constant(sources[:1])), ["Die Katze schläft."],
                            tf.constant([[0, 1, 2]], tf.int32))  # fmt: skip

@@ -38,6 +38,7 @@ from keras_transformer.serving.signatures import (
 from keras_transformer.serving.verify import compare
 from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
 from keras_transformer.testing.segmenter_cases import SEGMENTER_CASES
+from keras_transformer.tracing import graph_function
 
 MODEL_NAME = "transformer"
 BEAM_SIZE, ALPHA, N_BEST = 3, 0.6, 2
@@ -155,22 +156,27 @@ SPEC = tf.TensorSpec([None], tf.string)
 
 
 def _sampled(translator, texts: list[bytes], sampling: dict) -> dict:
-    sample = tf.function(lambda t: translator.sample_tensors(t, "sample", **sampling), [SPEC])
+    sample = graph_function(
+        lambda t: translator.sample_tensors(t, "sample", **sampling), input_signature=[SPEC]
+    )
     return sample(tf.constant(texts))
 
 
 def _in_process_outputs(translator, texts: list[bytes], sampling: dict) -> dict:
     """What each signature must return for `texts` (`score`: targets are the texts reversed),
     from the in-process Translator traced as the export traces it."""
-    n_best = tf.function(lambda t: translator.translate_tensors_n_best(t, N_BEST), [SPEC])
-    score = tf.function(
-        lambda s, t: score_document_tensors(translator.model, translator.tokenizer, s, t, ALPHA),
-        [SPEC, SPEC],
+    n_best = graph_function(
+        lambda t: translator.translate_tensors_n_best(t, N_BEST), input_signature=[SPEC]
     )
+    score = graph_function(
+        lambda s, t: score_document_tensors(translator.model, translator.tokenizer, s, t, ALPHA),
+        input_signature=[SPEC, SPEC],
+    )
+    serve = graph_function(translator.translate_tensors, input_signature=[SPEC])
     text = tf.constant(texts)
     segments = segment(text).segments  # eager, as Python callers run it
     return {
-        SERVING_SIGNATURE: tf.function(translator.translate_tensors, [SPEC])(text),
+        SERVING_SIGNATURE: serve(text),
         NBEST_SIGNATURE: n_best(text),
         SAMPLE_SIGNATURE: _sampled(translator, texts, sampling),
         SCORE_SIGNATURE: score(text, text[::-1]),

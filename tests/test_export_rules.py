@@ -15,13 +15,14 @@ import tensorflow_text as tf_text
 from keras_transformer import SearchOptions, artifacts
 from keras_transformer.serving import export as ex
 from keras_transformer.serving import op_check
+from keras_transformer.tracing import graph_function
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_NAME = "transformer"
 
 
 class _Unservable(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @graph_function(input_signature=[tf.TensorSpec([None], tf.string)])
     def __call__(self, text):
         lengths = tf.py_function(lambda t: tf.strings.length(t), [text], tf.int32)
         words = tf_text.WhitespaceTokenizer().tokenize(text)

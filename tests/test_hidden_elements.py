@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data import markup as mk
+from keras_transformer.tracing import graph_function
 
 
 def _parse(text):
@@ -165,7 +166,7 @@ def test_random_pages_hide_what_html_parser_hides(seed):
     rng = np.random.default_rng(seed)
     pages = [_page(rng) for _ in range(40)]
     texts = [p for p, _ in pages]
-    parsed = tf.function(mk.parse_markup)(tf.constant(texts))
+    parsed = graph_function(mk.parse_markup)(tf.constant(texts))
     assert not any(parsed.warnings.numpy())
     for text, model_text in zip(texts, parsed.text.numpy()):
         assert model_text.decode().split() == _read(text)[0]

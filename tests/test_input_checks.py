@@ -15,6 +15,7 @@ from keras_transformer.data.input_checks import check_size, check_utf8
 from keras_transformer.decoding.guided import GuideLimits, guide_fields, spelled_phrases
 from keras_transformer.decoding.sampling import check_sampling_args, sampling_tensors
 from keras_transformer.serving.signatures import sampling_inputs
+from keras_transformer.tracing import graph_function
 
 
 def _is_utf8(data: bytes) -> bool:
@@ -51,7 +52,7 @@ def _byte_strings(count: int, seed: int = 0) -> list[bytes]:
 def test_utf8_check_agrees_with_pythons_strict_decoder():
     strings = _byte_strings(400)
     assert 40 < sum(map(_is_utf8, strings)) < 360  # both kinds are well represented
-    check = tf.function(lambda t: check_utf8(t, "prefix"))
+    check = graph_function(lambda t: check_utf8(t, "prefix"))
     for data in strings:
         try:
             out = check(tf.constant([data])).numpy()[0]
@@ -67,7 +68,7 @@ def test_utf8_check_agrees_with_pythons_strict_decoder():
 def test_utf8_check_names_the_rows_and_quotes_them_as_valid_text():
     texts = tf.constant([b"ok", b"caf\xc3", "fine \u00e9 \U0001f600".encode(), b"\xff x"])
     with pytest.raises(tf.errors.InvalidArgumentError) as caught:
-        tf.function(lambda t: check_utf8(t, "glossary"))(texts)  # as a served request runs
+        graph_function(lambda t: check_utf8(t, "glossary"))(texts)  # as a served request runs
     message = caught.value.message
     assert re.search(r"glossary is not valid UTF-8.*\[1 3\] \[caf\ufffd \ufffd x\]", message)
     message.encode("utf-8")  # the message itself is text
@@ -192,7 +193,7 @@ def test_commands_print_a_refused_request_as_one_error_line(capsys):
     from keras_transformer.data.input_checks import check_utf8
 
     def command(args):  # a request refused inside a traced function, as translate's are
-        tf.function(lambda t: check_utf8(t, "prefix"))(tf.constant([b"ok", b"Sch\xc3"]))
+        graph_function(lambda t: check_utf8(t, "prefix"))(tf.constant([b"ok", b"Sch\xc3"]))
         return 0
 
     parser = argparse.ArgumentParser()
@@ -289,7 +290,7 @@ def test_source_ids_outside_the_vocabulary_are_refused_naming_the_id(bad):
         translate_ids(model, source, options)
     with pytest.raises(ValueError, match=f"an id {bad}$"):
         translate_ids(model, tf.ragged.constant([[5, 6, 2], [bad, 2]]), options)
-    graph = tf.function(lambda ids: translate_ids(model, ids, options))
+    graph = graph_function(lambda ids: translate_ids(model, ids, options))
     with pytest.raises(tf.errors.InvalidArgumentError, match=f"Received: an id.*{bad}"):
         graph(source)
     for got, want in zip(graph(good), expected):  # in range: unchanged

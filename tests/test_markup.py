@@ -210,7 +210,9 @@ def test_export_serves_markup_and_alignments_as_in_process(serving_export_dir, o
         'See <img src="c.png" alt="The cat sleeps."> here.',
     ]
     spec = [tf.TensorSpec([None], tf.string)]
-    want = tf.function(lambda t: translate_markup(translator, t, starts), spec)(tf.constant(texts))
+    want = graph_function(lambda t: translate_markup(translator, t, starts), spec)(
+        tf.constant(texts)
+    )
     loaded = tf.saved_model.load(serving_export_dir)
     got = loaded.signatures["translate_markup"](text=tf.constant(texts))
     for key in ("translations", "alignments", "warnings"):
@@ -339,7 +341,7 @@ def test_character_references_decode_as_pythons_html_unescape():
             else:
                 parts.append(pieces[rng.integers(len(pieces))])
         texts.append("".join(parts))
-    decode = tf.function(decode_entities)
+    decode = graph_function(decode_entities)
     got = [t.decode() for t in decode(tf.constant(texts)).numpy()]
     assert got == [html.unescape(t) for t in texts]
     assert sum("&#" in t for t in texts) > 50 and sum(t != g for t, g in zip(texts, got)) > 150

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_transformer.data.segmenter import RULES, Rule, decide_gaps, segment, split_sentences
 from keras_transformer.testing.segmenter_cases import SEGMENTER_CASES
+from keras_transformer.tracing import graph_function
 
 SPEC = tf.TensorSpec([None], tf.string)
 
@@ -20,7 +21,7 @@ def test_table_case_eager(rule, text, expected):
 
 def test_table_cases_traced_in_one_batch():
     texts = tf.constant([text for _, text, _ in SEGMENTER_CASES])
-    traced = tf.function(lambda t: segment(t).segments.to_tensor(""), input_signature=[SPEC])
+    traced = graph_function(lambda t: segment(t).segments.to_tensor(""), input_signature=[SPEC])
     got = traced(texts).numpy()
     for row, (rule, _, expected) in zip(got, SEGMENTER_CASES):
         segments = [s.decode() for s in row[: len(expected)]]

@@ -22,6 +22,7 @@ from keras_transformer.decoding import (
     per_source_step,
 )
 from keras_transformer.testing.steps import row_step
+from keras_transformer.tracing import graph_function
 
 BOS, PAD = 0, -1
 VOCAB, EOS, MAX_LEN = 7, 6, 12
@@ -76,7 +77,7 @@ def _beam(toy, threshold, mode="graph", beam=3, padded=False, **kwargs):
             tf.fill([toy.batch], BOS), MAX_LEN, loop, max_lengths=tf.constant(LIMITS),
         )  # fmt: skip
 
-    ids, scores = run() if mode == "eager" else tf.function(run)()
+    ids, scores = run() if mode == "eager" else graph_function(run)()
     return ids.numpy(), scores.numpy()
 
 
@@ -137,7 +138,7 @@ def test_sampling_shrinking_changes_nothing(knobs, mode):
             )  # fmt: skip
 
         toy.rows_seen.clear()
-        ids, log_probs = run_sampling() if mode == "eager" else tf.function(run_sampling)()
+        ids, log_probs = run_sampling() if mode == "eager" else graph_function(run_sampling)()
         return ids.numpy(), log_probs.numpy()
 
     want_ids, want_log_probs = run(NEVER)

@@ -19,6 +19,7 @@ from keras_transformer.decoding import (
     slot_cache,
 )
 from keras_transformer.decoding.loop import StepFunction
+from keras_transformer.tracing import graph_function
 
 VOCAB, ITEMS, SRC_LEN = 40, 3, 6
 
@@ -92,7 +93,7 @@ def _search(model, source, strategy, padded, graph, recent_positions=4):
             step = per_source_step(model, memory, mask, strategy.rows_per_item, recent_positions)
         return decode(strategy, step, bos, 12, loop, max_lengths=limits)
 
-    ids, scores = (tf.function(run) if graph else run)()
+    ids, scores = (graph_function(run) if graph else run)()
     return np.asarray(ids), np.asarray(scores)
 
 

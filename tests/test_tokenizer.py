@@ -21,6 +21,7 @@ from keras_transformer.data.tokenizer import (
     split_words,
     train_sentencepiece,
 )
+from keras_transformer.tracing import graph_function
 
 TEXTS = [f"the {w} house number {i} is {c}" for i in range(60) for w, c in
          (("small", "red"), ("big", "blue"), ("old", "grün"))]  # fmt: skip
@@ -47,7 +48,7 @@ def test_in_graph_ids_equal_python_sentencepiece_and_round_trip(model_path):
     ids = tokenizer.tokenize(tf.constant(texts)).to_list()
     assert ids == [processor.encode(t) for t in texts]
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @graph_function(input_signature=[tf.TensorSpec([None], tf.string)])
     def round_trip(strings):
         return tokenizer.detokenize(tokenizer.tokenize(strings).to_tensor())
 

@@ -13,6 +13,7 @@ from keras_transformer import SearchOptions, TransformerConfig, build_transforme
 from keras_transformer.decoding import incremental
 from keras_transformer.decoding.search import sample_ids, search_ids
 from keras_transformer.decoding.translator import Translator
+from keras_transformer.tracing import graph_function
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def test_the_fixed_search_is_the_same_with_transposed_kernels(model, jit_compile
     options = SearchOptions(beam_size=4, n_best=2, max_extra_length=6, padded_decode=True)
 
     def search(transpose):
-        fn = tf.function(
+        fn = graph_function(
             lambda s: search_ids(model, s, options, transpose_kernels=transpose),
             jit_compile=jit_compile,
         )
@@ -61,7 +62,7 @@ def test_xla_sampling_is_the_same_with_transposed_kernels(model):
     source = _sources(2)
     options = SearchOptions(max_extra_length=6, padded_decode=True)
     outputs = [
-        tf.function(
+        graph_function(
             lambda s, t=transpose: sample_ids(
                 model, s, options, "sample", top_k=5, seed=7, transpose_kernels=t
             ),
@@ -166,7 +167,7 @@ def test_a_bfloat16_xla_search_is_the_same_with_transposed_kernels(model):
     source = _sources(3)
     options = SearchOptions(beam_size=4, n_best=2, max_extra_length=6, padded_decode=True)
     found = [
-        tf.function(
+        graph_function(
             lambda s, t=transpose: search_ids(bf16, s, options, transpose_kernels=t),
             jit_compile=True,
         )(source)
