@@ -15,7 +15,8 @@ in CI's slow stage (`.ci/run`), with the tests marked `slow` in their files:
 An entry is a file (`tests/test_x.py`), a test (`tests/test_x.py::test_name`, all its
 parameters) or one parameter (`tests/test_x.py::test_name[id]`). Chosen by
 `python -m pytest -q --durations=0` on a 2-core AVX2 EPYC (2026-11-26): the default stage took
-16:40 with everything in it, 4:06 without the entries below.
+16:40 with everything in it, 4:06 without the entries below; 9:08 on 2026-11-29 before the
+last rebalance below.
 Rebalance with the same command.
 """
 
@@ -102,6 +103,22 @@ SLOW = frozenset(
         "tests/test_training.py::test_loss_gradient_under_the_jax_backend",
         "tests/test_training.py::test_mirrored_strategy_matches_one_device",
         "tests/test_training.py::test_training_flags_run_end_to_end[mixed_bfloat16]",
+        # Rebalanced on the AVX2-only EPYC, 2026-11-29 (default stage 9:08 with these): the
+        # default keeps the deterministic cases, one of each parametrized exactness check and
+        # the growing search's XLA-free path; the XLA and transposed-kernel designs against
+        # the plain search, the random markup checks (every seed), other ids and widths and
+        # the train script's second error line go here.
+        "tests/test_beam_search.py::test_next_step_stop_gives_each_item_its_own_result_whatever_its_batch[padded]",
+        "tests/test_decoding.py::test_a_jit_translator_searches_batches_above_xla_max_rows_without_xla",
+        "tests/test_decoding.py::test_a_stored_output_kernel_is_the_embeddings_transpose_and_read_by_the_xla_search",
+        "tests/test_edges.py::test_random_alignments_keep_edge_punctuation_outside",
+        "tests/test_hidden_elements.py::test_random_pages_hide_what_html_parser_hides",
+        "tests/test_input_checks.py::test_source_ids_outside_the_vocabulary_are_refused_naming_the_id[-1]",
+        "tests/test_input_checks.py::test_source_ids_outside_the_vocabulary_are_refused_naming_the_id[-4000]",
+        "tests/test_prepared_data.py::test_shard_batches_are_tf_data_bucketing_and_counted_from_the_histogram[True]",
+        "tests/test_transposed_kernels.py",
+        "tests/test_warmup.py::test_width_requests_reach_every_bucket_of_a_one_sentence_request",
+        "tests/test_preflight.py::test_train_script_prints_one_error_line_with_exit_2[unwritable_model_dir]",
     }
 )
 
@@ -120,6 +137,10 @@ SERIAL = frozenset(
         "tests/test_preemption.py::test_sigterm_and_rerun_equals_uninterrupted_run",
         "tests/test_serving_load.py::test_thirty_two_clients_for_a_minute",
         "tests/test_training.py::test_killed_run_resumes_from_checkpoint",
+        # The benchmarks' worker processes (a SavedModel or CTranslate2 each, spawned).
+        "tests/test_latency_benchmark.py::test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themselves",
+        "tests/test_latency_benchmark.py::test_savedmodel_worker_refuses_threads_below_one_and_says_when_it_cannot_load",
+        "tests/test_latency_benchmark.py::test_savedmodel_workers_translate_as_the_export_in_process_with_their_pools_sized",
     }
 )
 
