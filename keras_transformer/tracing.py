@@ -21,15 +21,16 @@ from __future__ import annotations
 import tensorflow as tf
 
 
-def graph_function(fn=None, **kwargs):
-    """`tf.function(fn, autograph=False, **kwargs)`; usable as a decorator, with or without
-    keyword arguments (`@graph_function(input_signature=[...])`)."""
+def graph_function(fn=None, input_signature=None, **kwargs):
+    """`tf.function(fn, input_signature, autograph=False, **kwargs)`, called as `tf.function`
+    is (`input_signature` also positional); usable as a decorator, with or without arguments
+    (`@graph_function(input_signature=[...])`)."""
     if kwargs.get("autograph", False):
         raise ValueError(
             "graph_function traces without AutoGraph; use tf.function for AutoGraph. "
             f"Received: autograph={kwargs['autograph']!r}"
         )
-    kwargs["autograph"] = False
+    kwargs.update(input_signature=input_signature, autograph=False)
     if fn is None:
         return lambda f: tf.function(f, **kwargs)
     return tf.function(fn, **kwargs)

@@ -38,6 +38,8 @@ def test_graph_function_as_a_decorator_keeps_its_arguments():
 
     assert double(tf.constant([1, 2])).numpy().tolist() == [2, 4]
     assert double.input_signature[0].shape.as_list() == [None]
+    positional = graph_function(lambda x: x + 1, [tf.TensorSpec([2], tf.int32)])  # as tf.function
+    assert positional.input_signature[0].shape.as_list() == [2]
     with pytest.raises(ValueError, match="autograph=True"):
         graph_function(_branchy, autograph=True)
 
