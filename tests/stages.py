@@ -9,8 +9,8 @@ in CI's slow stage (`.ci/run`), with the tests marked `slow` in their files:
 - `SLOW`: the default stage's heavier cases (traced exports and their signatures, decoding
   designs against each other, commands run end to end, other backends, peers). CI runs them
   with one xdist worker per core, like the default stage.
-- `SERIAL`: tests that start processes of their own (workers, replicas, a killed and resumed
-  run) or time a load: CI runs them one at a time (`-n 0`).
+- `SERIAL`: tests that start clusters of processes (workers on loopback, eight replicas) or
+  time a load: CI runs them one at a time (`-n 0`).
 
 An entry is a file (`tests/test_x.py`), a test (`tests/test_x.py::test_name`, all its
 parameters) or one parameter (`tests/test_x.py::test_name[id]`). Chosen by
@@ -119,28 +119,34 @@ SLOW = frozenset(
         "tests/test_transposed_kernels.py",
         "tests/test_warmup.py::test_width_requests_reach_every_bucket_of_a_one_sentence_request",
         "tests/test_preflight.py::test_train_script_prints_one_error_line_with_exit_2[unwritable_model_dir]",
-    }
-)
-
-SERIAL = frozenset(
-    {
+        # Out of SERIAL on the AVX2-only EPYC, 2026-11-29 (CI ran past 90 minutes there): runs
+        # of one process each that a test kills, signals or resumes, beside their reference run
+        # (`testing.runs.Background`); their deadlines (a checkpoint within minutes, an exit
+        # within a 20 s grace) hold with another test beside them. Most of a tiny run is one
+        # thread's start-up and tracing, so the serial stage left a core idle.
         "tests/test_data_service.py",  # a tf.data service in process, training runs reading it
         "tests/test_exact_resume.py",
         "tests/test_prepared_data.py::test_kill9_and_rerun_on_prepared_shards_equals_uninterrupted_run",
         "tests/test_prepared_data.py::test_sigterm_and_rerun_on_prepared_shards_equals_uninterrupted_run",
-        "tests/test_prepared_workers.py",  # two-worker clusters on loopback (FILE sharding)
         "tests/test_loss_scaling.py::test_an_overflow_on_replica_1_only_is_skipped_on_both_replicas",
-        "tests/test_loss_scaling.py::test_two_workers_skip_an_overflow_on_one_worker_together_and_neither_hangs",
-        "tests/test_multi_worker.py",
-        "tests/test_replicas.py",
         "tests/test_nonfinite.py::test_nonfinite_run_resumes_from_last_finite_checkpoint",
         "tests/test_preemption.py::test_sigterm_and_rerun_equals_uninterrupted_run",
-        "tests/test_serving_load.py::test_thirty_two_clients_for_a_minute",
         "tests/test_training.py::test_killed_run_resumes_from_checkpoint",
         # The benchmarks' worker processes (a SavedModel or CTranslate2 each, spawned).
         "tests/test_latency_benchmark.py::test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themselves",
         "tests/test_latency_benchmark.py::test_savedmodel_worker_refuses_threads_below_one_and_says_when_it_cannot_load",
         "tests/test_latency_benchmark.py::test_savedmodel_workers_translate_as_the_export_in_process_with_their_pools_sized",
+    }
+)
+
+SERIAL = frozenset(
+    {
+        # Clusters of processes on loopback, with deadlines on how fast the others react.
+        "tests/test_prepared_workers.py",  # two-worker clusters on loopback (FILE sharding)
+        "tests/test_loss_scaling.py::test_two_workers_skip_an_overflow_on_one_worker_together_and_neither_hangs",
+        "tests/test_multi_worker.py",
+        "tests/test_replicas.py",  # eight CPU replicas in one process
+        "tests/test_serving_load.py::test_thirty_two_clients_for_a_minute",  # a minute's load
     }
 )
 

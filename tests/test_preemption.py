@@ -23,6 +23,7 @@ import pytest
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
 from keras_transformer.testing.runs import (
+    Background,
     max_abs_difference,
     run,
     sigterm_after_step,
@@ -181,7 +182,7 @@ def test_sigterm_and_rerun_equals_uninterrupted_run(tmp_path, accumulate):
     flags = ["--accumulate-steps", str(accumulate), "--preemption-grace-seconds", str(grace)]
     uninterrupted = train_command(tmp_path / "pairs.tsv", tmp_path / "a", *flags, every=every)
     resumed = train_command(tmp_path / "pairs.tsv", tmp_path / "b", *flags, every=every)
-    assert run(uninterrupted).returncode == 0
+    reference = Background(uninterrupted, tmp_path / "a-log")  # beside the stopped run
     at = random.randint(3, steps - 3)
     code, seconds, log = sigterm_after_step(resumed, at, grace)
     assert code == PREEMPTED_STATUS, log[-3000:]
@@ -194,6 +195,7 @@ def test_sigterm_and_rerun_equals_uninterrupted_run(tmp_path, accumulate):
     assert checkpoints.checkpoint_run(saved)["preempted"] == (saved_step % every != 0)
     result = run(resumed)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert reference.result().returncode == 0
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["resumed_from_step"] == saved_step and summary["steps"] == steps
     # The same checkpoints kept (the preempted one went when step 30's was written), and the

@@ -21,6 +21,7 @@ from keras_transformer.data import prepared_manifest as manifests
 from keras_transformer.data.pipeline import bucket_batches, bucket_layout
 from keras_transformer.data.tokenizer import train_sentencepiece
 from keras_transformer.testing.runs import (
+    Background,
     kill_after_step,
     max_abs_difference,
     run,
@@ -174,10 +175,11 @@ def test_kill9_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path, c
     flags = ["--dataset", manifests.PREFIX + manifest.directory, "--batch-tokens", "64"]
     uninterrupted = train_command("unused", tmp_path / "a", *flags, steps=steps, every=every)
     resumed = train_command("unused", tmp_path / "b", *flags, steps=steps, every=every)
-    assert run(uninterrupted).returncode == 0
+    reference = Background(uninterrupted, tmp_path / "a-log")  # beside the killed run
     killed_at = kill_after_step(resumed, random.randint(every + 1, steps - every - 1))
     result = run(resumed)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert reference.result().returncode == 0
     assert "(a seek, no replay)" in result.stderr
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert 0 < summary["resumed_from_step"] <= killed_at and summary["steps"] == steps
@@ -199,7 +201,7 @@ def test_sigterm_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path,
              "--preemption-grace-seconds", str(grace)]  # fmt: skip
     uninterrupted = train_command("unused", tmp_path / "a", *flags, steps=steps, every=every)
     resumed = train_command("unused", tmp_path / "b", *flags, steps=steps, every=every)
-    assert run(uninterrupted).returncode == 0
+    reference = Background(uninterrupted, tmp_path / "a-log")  # beside the stopped run
     at = random.randint(3, steps - 3)
     code, seconds, log = sigterm_after_step(resumed, at, grace)
     assert code == PREEMPTED_STATUS, log[-3000:]
@@ -208,6 +210,7 @@ def test_sigterm_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path,
     assert at <= saved_step <= at + 2, (at, saved)  # nothing lost
     result = run(resumed)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert reference.result().returncode == 0
     assert "(a seek, no replay)" in result.stderr
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["resumed_from_step"] == saved_step and summary["steps"] == steps

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -94,6 +95,37 @@ def sigterm_after_step(command, step, grace):
 def run(command: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
     """Run `command` in `ENV` and return it finished, its stdout and stderr captured as text."""
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+class Background:
+    """`command` started in `ENV` now, its stdout and stderr going to files beside `log_stem`
+    (not pipes: a run's log fills a pipe's buffer while the test does something else), so a
+    test can run its reference run beside the run it kills or signals. On a 2-core CPU most
+    of a tiny run is one thread's Python start-up and tracing: two runs side by side take
+    little longer than one.
+
+        reference = Background(train_command(tsv, tmp_path / "a"), tmp_path / "a-log")
+        ...  # kill and rerun another run
+        assert reference.result().returncode == 0
+    """
+
+    def __init__(self, command: list[str], log_stem) -> None:
+        self.command = command
+        self._paths = [f"{log_stem}.stdout", f"{log_stem}.stderr"]
+        out, err = (open(path, "w") for path in self._paths)
+        with out, err:  # the child keeps its own descriptors
+            self.process = subprocess.Popen(command, env=ENV, stdout=out, stderr=err, text=True)
+
+    def result(self, timeout: float = 600) -> subprocess.CompletedProcess:
+        """Wait for the run (killed after `timeout` seconds: `subprocess.TimeoutExpired`)."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+        stdout, stderr = (Path(path).read_text() for path in self._paths)
+        return subprocess.CompletedProcess(self.command, self.process.returncode, stdout, stderr)
 
 
 def run_python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
