@@ -534,7 +534,7 @@ def test_jit_compiled_export_matches_and_keeps_strings_outside_xla(model_dir, lo
         ]
         assert tf.string.as_datatype_enum not in types, function.signature.name
         assert not {n.op for n in function.node_def} & op_check.SENTENCEPIECE_OPS
-    # Not the 100,000-byte text: its 300-odd segments take the search without XLA
+    # Not the 100,000-byte text: its hundreds of segments take the search without XLA
     # (test_decoding's rows above `xla_max_rows`) and cost ~100 s a signature on a 2-core CPU.
     texts = tf.constant([t.encode() for t in TEXTS] + BAD_TEXTS[:-1])
     jit = tf.saved_model.load(export_dir)
