@@ -11,6 +11,7 @@ inter-op threads both count, so the shares are of the ops' summed self-time, not
 """
 
 import collections
+import dataclasses
 import glob
 import json
 import sys
@@ -47,7 +48,8 @@ def role(op_type: str, name: str) -> str:
     return next((r for r, match in ROLES if match(op_type, name)), "other element-wise and glue")
 
 
-def profile(run) -> list[dict]:
+def profile(run) -> tuple[float, list[dict]]:
+    """(wall seconds of one `run()` under the profiler, its ops' rows but idle time)."""
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
         start = time.perf_counter()
@@ -88,7 +90,7 @@ def main(out: str, rounds: int) -> None:
         "machine": machine.description(),
         "tensorflow": tf.__version__,
         "onednn": onednn.onednn_enabled(),
-        "spec": vars(spec) if hasattr(spec, "__dict__") else str(spec),
+        "spec": dataclasses.asdict(spec),
         "wall_s": times,
         "wall_median_s": float(np.median(times)),
         "profiled_wall_s": wall,
