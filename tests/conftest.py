@@ -42,6 +42,23 @@ def _seeded_fresh_session():
 
 
 @pytest.fixture
+def background():
+    """`background(command, log_stem)`: a `runs.Background` run beside the test's own, killed
+    at the test's end if it still runs (a test that failed before reading its result)."""
+    from keras_transformer.testing.runs import Background
+
+    started = []
+
+    def start(command, log_stem):
+        started.append(Background(command, log_stem))
+        return started[-1]
+
+    yield start
+    for run in started:
+        run.stop()
+
+
+@pytest.fixture
 def rng() -> np.random.Generator:
     """A NumPy generator seeded with 0, fresh for each test."""
     return np.random.default_rng(0)

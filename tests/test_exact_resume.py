@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from keras_transformer.testing.runs import (
-    Background,
     kill_after_step,
     max_abs_difference,
     run,
@@ -59,19 +58,20 @@ def test_training_stream_is_indexed_by_step(tmp_path):
     [(1, 1), (2, 1), (1, 2)],
     ids=["one_device", "two_cpu_replicas", "accumulate_2"],
 )
-def test_kill9_and_rerun_equals_uninterrupted_run(tmp_path, replicas, accumulate):
+def test_kill9_and_rerun_equals_uninterrupted_run(tmp_path, replicas, accumulate, background):
     write_tsv(tmp_path / "pairs.tsv")
     flags = ["--strategy", "mirrored", "--cpu-replicas", "2"] if replicas == 2 else []
     flags += ["--accumulate-steps", str(accumulate)]
     every, steps = 5, 30
     uninterrupted = train_command(tmp_path / "pairs.tsv", tmp_path / "a", *flags)
     resumed = train_command(tmp_path / "pairs.tsv", tmp_path / "b", *flags)
-    reference = Background(uninterrupted, tmp_path / "a-log")  # beside the killed run
+    reference = background(uninterrupted, tmp_path / "a-log")  # beside the killed run
     killed_at = kill_after_step(resumed, random.randint(every + 1, steps - every - 1))
     assert not (tmp_path / "b" / "final.weights.h5").exists()
     result = run(resumed)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert reference.result().returncode == 0
+    done = reference.result()
+    assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     # The kill lands at or after the logged step: at most one interval of steps is lost.
     assert killed_at - summary["resumed_from_step"] < every, (killed_at, summary)

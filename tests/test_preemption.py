@@ -23,7 +23,6 @@ import pytest
 from keras_transformer import artifacts
 from keras_transformer.config import TrainingConfig
 from keras_transformer.testing.runs import (
-    Background,
     max_abs_difference,
     run,
     sigterm_after_step,
@@ -176,13 +175,13 @@ def test_launcher_passes_sigterm_to_every_worker_and_exits_with_their_status():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("accumulate", [1, 2], ids=["one_device", "accumulate_2"])
-def test_sigterm_and_rerun_equals_uninterrupted_run(tmp_path, accumulate):
+def test_sigterm_and_rerun_equals_uninterrupted_run(tmp_path, accumulate, background):
     write_tsv(tmp_path / "pairs.tsv")
     grace, steps, every = 20, 30, 10
     flags = ["--accumulate-steps", str(accumulate), "--preemption-grace-seconds", str(grace)]
     uninterrupted = train_command(tmp_path / "pairs.tsv", tmp_path / "a", *flags, every=every)
     resumed = train_command(tmp_path / "pairs.tsv", tmp_path / "b", *flags, every=every)
-    reference = Background(uninterrupted, tmp_path / "a-log")  # beside the stopped run
+    reference = background(uninterrupted, tmp_path / "a-log")  # beside the stopped run
     at = random.randint(3, steps - 3)
     code, seconds, log = sigterm_after_step(resumed, at, grace)
     assert code == PREEMPTED_STATUS, log[-3000:]
@@ -195,7 +194,8 @@ def test_sigterm_and_rerun_equals_uninterrupted_run(tmp_path, accumulate):
     assert checkpoints.checkpoint_run(saved)["preempted"] == (saved_step % every != 0)
     result = run(resumed)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert reference.result().returncode == 0
+    done = reference.result()
+    assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["resumed_from_step"] == saved_step and summary["steps"] == steps
     # The same checkpoints kept (the preempted one went when step 30's was written), and the

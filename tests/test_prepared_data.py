@@ -21,7 +21,6 @@ from keras_transformer.data import prepared_manifest as manifests
 from keras_transformer.data.pipeline import bucket_batches, bucket_layout
 from keras_transformer.data.tokenizer import train_sentencepiece
 from keras_transformer.testing.runs import (
-    Background,
     kill_after_step,
     max_abs_difference,
     run,
@@ -169,17 +168,20 @@ def test_prepared_dataset_reads_its_corpus_text_for_dev_and_test(corpus_dir):
 
 
 @pytest.mark.slow
-def test_kill9_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path, corpus_dir):
+def test_kill9_and_rerun_on_prepared_shards_equals_uninterrupted_run(
+    tmp_path, corpus_dir, background
+):
     _, _, manifest = corpus_dir
     every, steps = 5, 30
     flags = ["--dataset", manifests.PREFIX + manifest.directory, "--batch-tokens", "64"]
     uninterrupted = train_command("unused", tmp_path / "a", *flags, steps=steps, every=every)
     resumed = train_command("unused", tmp_path / "b", *flags, steps=steps, every=every)
-    reference = Background(uninterrupted, tmp_path / "a-log")  # beside the killed run
+    reference = background(uninterrupted, tmp_path / "a-log")  # beside the killed run
     killed_at = kill_after_step(resumed, random.randint(every + 1, steps - every - 1))
     result = run(resumed)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert reference.result().returncode == 0
+    done = reference.result()
+    assert done.returncode == 0, done.stderr[-3000:]
     assert "(a seek, no replay)" in result.stderr
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert 0 < summary["resumed_from_step"] <= killed_at and summary["steps"] == steps
@@ -194,14 +196,16 @@ def test_kill9_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path, c
 
 
 @pytest.mark.slow
-def test_sigterm_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path, corpus_dir):
+def test_sigterm_and_rerun_on_prepared_shards_equals_uninterrupted_run(
+    tmp_path, corpus_dir, background
+):
     _, _, manifest = corpus_dir
     grace, steps, every = 20, 30, 10
     flags = ["--dataset", manifests.PREFIX + manifest.directory, "--batch-tokens", "64",
              "--preemption-grace-seconds", str(grace)]  # fmt: skip
     uninterrupted = train_command("unused", tmp_path / "a", *flags, steps=steps, every=every)
     resumed = train_command("unused", tmp_path / "b", *flags, steps=steps, every=every)
-    reference = Background(uninterrupted, tmp_path / "a-log")  # beside the stopped run
+    reference = background(uninterrupted, tmp_path / "a-log")  # beside the stopped run
     at = random.randint(3, steps - 3)
     code, seconds, log = sigterm_after_step(resumed, at, grace)
     assert code == PREEMPTED_STATUS, log[-3000:]
@@ -210,7 +214,8 @@ def test_sigterm_and_rerun_on_prepared_shards_equals_uninterrupted_run(tmp_path,
     assert at <= saved_step <= at + 2, (at, saved)  # nothing lost
     result = run(resumed)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert reference.result().returncode == 0
+    done = reference.result()
+    assert done.returncode == 0, done.stderr[-3000:]
     assert "(a seek, no replay)" in result.stderr
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["resumed_from_step"] == saved_step and summary["steps"] == steps

@@ -106,7 +106,12 @@ class Background:
 
         reference = Background(train_command(tsv, tmp_path / "a"), tmp_path / "a-log")
         ...  # kill and rerun another run
-        assert reference.result().returncode == 0
+        done = reference.result()
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    A test that fails before `result()` would leave the run going on after it: tests start
+    runs through the `background` fixture of `tests/conftest.py`, which `stop`s them at the
+    test's end.
     """
 
     def __init__(self, command: list[str], log_stem) -> None:
@@ -126,6 +131,12 @@ class Background:
             raise
         stdout, stderr = (Path(path).read_text() for path in self._paths)
         return subprocess.CompletedProcess(self.command, self.process.returncode, stdout, stderr)
+
+    def stop(self) -> None:
+        """Kill the run if it is still running; nothing if it has ended."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 def run_python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
