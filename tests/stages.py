@@ -112,6 +112,9 @@ SLOW = frozenset(
         "tests/test_decoding.py::test_a_jit_translator_searches_batches_above_xla_max_rows_without_xla",
         "tests/test_decoding.py::test_a_stored_output_kernel_is_the_embeddings_transpose_and_read_by_the_xla_search",
         "tests/test_edges.py::test_random_alignments_keep_edge_punctuation_outside",
+        # 2026-11-29, night (default stage 5:51 and 6:06 on a slower day of the same machine):
+        # tracing the markup ops twice; test_edge_case's table keeps insert_tags in the default.
+        "tests/test_edges.py::test_inputs_without_tags_and_with_tags_in_one_batch",
         "tests/test_hidden_elements.py::test_random_pages_hide_what_html_parser_hides",
         "tests/test_input_checks.py::test_source_ids_outside_the_vocabulary_are_refused_naming_the_id[-1]",
         "tests/test_input_checks.py::test_source_ids_outside_the_vocabulary_are_refused_naming_the_id[-4000]",
