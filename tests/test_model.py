@@ -265,6 +265,7 @@ def test_one_fit_step_moves_most_weights_and_keeps_them_finite():
         optimizer=keras.optimizers.Adam(1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
+    model.optimizer.build(model.trainable_variables)  # as README's example: one trace, not two
     before = [keras.ops.convert_to_numpy(w) for w in model.trainable_weights]
     history = model.fit(
         {"source": source, "target": target}, labels, batch_size=4, epochs=1, verbose=0
