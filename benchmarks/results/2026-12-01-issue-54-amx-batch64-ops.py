@@ -30,6 +30,7 @@ from benchmarks import machine  # noqa: E402
 from benchmarks.latency_benchmark import one_sentence_lines  # noqa: E402
 from keras_transformer import SearchOptions, artifacts  # noqa: E402
 from keras_transformer.data.corpus import read_pairs  # noqa: E402
+from keras_transformer.data.tokenizer import SubwordTokenizer  # noqa: E402
 from keras_transformer.decoding import Translator  # noqa: E402
 
 OPS = pathlib.Path(__file__).with_name("2026-11-29-avx2-step-ops.py")
@@ -40,7 +41,7 @@ _spec.loader.exec_module(step_ops)
 
 def batches(run: str) -> list[tf.Tensor]:
     """The 4 batches of 64 source ids `(64, width)` of the throughput workload."""
-    _, _, tokenizer = artifacts.load_trained(run)
+    tokenizer = SubwordTokenizer.from_file(artifacts.path(run, artifacts.TOKENIZER_FILE))
     texts = one_sentence_lines([s for s, _ in read_pairs("sample_en_de", "test")])[:256]
     config = artifacts.load_config(run)
     return [
