@@ -8,7 +8,7 @@ variance ops, in float32 for a bfloat16 model).
 
 MODE `keras` or `fused` (every `LayerNormalization.call` of this process patched): ms a step of
 `decode_benchmark.forced_search` (the production search, EOS masked out) for 64 and 1
-sources of 24 random ids, beam 4, as (40 steps - 8 steps) / 32 (medians of 3); the largest
+sources of 24 random ids, beam 4 (`step_ms` of 2026-12-01-issue-54-amx-step-by-rows.py); the largest
 difference of one layer norm's outputs between the two ways; the layer-norm op types of one
 profiled 8-step search (is `_MklLayerNorm` there?). A probe kept as the command behind
 2026-12-01-issue-54-amx.md; not package code.
@@ -26,13 +26,20 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks.decode_benchmark import forced_search, median_time  # noqa: E402
+from benchmarks.decode_benchmark import forced_search  # noqa: E402
 from keras_transformer import artifacts  # noqa: E402
 
-OPS = pathlib.Path(__file__).with_name("2026-11-29-avx2-step-ops.py")
-_spec = importlib.util.spec_from_file_location("avx2_step_ops", OPS)
-step_ops = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(step_ops)
+
+def dated(name: str):
+    """A dated script beside this one, as a module."""
+    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+step_ops = dated("2026-11-29-avx2-step-ops.py")
+by_rows = dated("2026-12-01-issue-54-amx-step-by-rows.py")  # its step_ms
 KERAS_CALL = keras.layers.LayerNormalization.call
 
 
@@ -62,12 +69,7 @@ def main(run: str, dtype: str, mode: str) -> None:
     if mode == "fused":
         keras.layers.LayerNormalization.call = fused_call
     for items in (64, 1):
-        source = tf.constant(np.random.RandomState(0).randint(4, 32000, (items, 24)), tf.int32)
-        seconds = {}
-        for steps in (8, 40):
-            search = forced_search(model, config, 4, steps)
-            seconds[steps] = median_time(lambda s=search, x=source: s(x).numpy(), 3)
-        ms = 1e3 * (seconds[40] - seconds[8]) / 32
+        ms = by_rows.step_ms(model, config, items)
         print(f"{dtype} {mode}: {4 * items} rows, {ms:.2f} ms a step", flush=True)
     search = forced_search(model, config, 4, 8)
     source = tf.constant(np.random.RandomState(0).randint(4, 32000, (64, 24)), tf.int32)
