@@ -1,0 +1,173 @@
+"""Issue 54 on an AMX Xeon: of the rows the default (exact-stop) search of the batch-64
+workload computes, how many could still change a result, and what a step of the tail (one
+item, 4 rows) spends its time on.
+
+    PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-idle-rows.py RUN OUT.json
+
+1. The 4 batches of 64 of `serving single --throughput 64` (`...-amx-batch64-ops.batches`),
+   beam search with the run's alpha and the `limit` stop, eagerly (`search.translate_ids`),
+   float32. After every step each live row is one of: a beam of an item that is already done
+   (its results are final; its rows wait for the loop's next drop, `loop.SHRINK_THRESHOLD`),
+   a dead beam (log P = -inf: step 0, before the beam fills), a hopeless beam of an item still
+   searching (its best reachable score, log P / lp(limit), is below the item's n-best-th
+   finished score: no descendant can enter the results), or a useful beam. Counted from the
+   strategy's state after each `BeamSearch.advance` (wrapped here only): the rows the next
+   step computes.
+2. TensorFlow's profiler over 3 forced searches (`decode_benchmark.forced_search`, 40 steps,
+   EOS masked out) of 1 source of 24 random ids, bfloat16: ops' self-time a step by op type.
+3. One bfloat16 `(rows, 512) x (512, 2048)` product, 50 times in a `tf.while_loop`, its weights
+   a variable against a graph constant (which oneDNN may keep in its packed layout): us a
+   product, medians of 7 alternated rounds, at 4, 64 and 256 rows.
+"""
+
+import collections
+import glob
+import importlib.util
+import json
+import pathlib
+import sys
+import tempfile
+import time
+
+from keras_transformer import malloc, onednn
+
+onednn.prefer_onednn()  # as the commands do
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin  # noqa: E402
+
+from benchmarks import machine  # noqa: E402
+from benchmarks.decode_benchmark import forced_search  # noqa: E402
+from keras_transformer import SearchOptions, artifacts  # noqa: E402
+from keras_transformer.decoding import beam_search  # noqa: E402
+from keras_transformer.decoding.search import translate_ids  # noqa: E402
+
+OPS = pathlib.Path(__file__).with_name("2026-12-01-issue-54-amx-batch64-ops.py")
+_spec = importlib.util.spec_from_file_location("amx_batch64_ops", OPS)
+batch64 = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(batch64)
+KINDS = ("done", "dead", "hopeless", "useful")
+
+
+def classify(strategy, state, step, limits) -> collections.Counter:
+    """Counts of the `KINDS` of the live rows of `state` (numpy, eager) after `step` tokens."""
+    log_p = state.alive_log_probs.numpy()  # (active, beam)
+    worst = state.finished_scores[:, strategy.n_best - 1].numpy()[:, None]  # (active, 1)
+    done = strategy.item_done(state, step, limits).numpy()[:, None]  # (active, 1)
+    bound = beam_search.best_penalty(step, limits, strategy.alpha, "limit").numpy()[:, None]
+    dead = ~np.isfinite(log_p)
+    hopeless = log_p / bound < worst
+    kinds = {
+        "done": done & np.ones_like(dead),
+        "dead": ~done & dead,
+        "hopeless": ~done & ~dead & hopeless,
+        "useful": ~done & ~dead & ~hopeless,
+    }
+    return collections.Counter({k: int(v.sum()) for k, v in kinds.items()})
+
+
+def idle_rows(run: str) -> dict:
+    model, _, _ = artifacts.load_trained(run)
+    options = SearchOptions(alpha=artifacts.run_eval_alpha(run), stop_lookahead="limit")
+    counts, steps = collections.Counter(), 0
+    advance = beam_search.BeamSearch.advance
+
+    def counted(self, state, logits, at, loop):
+        nonlocal steps
+        new_state, rows = advance(self, state, logits, at, loop)
+        counts.update(classify(self, new_state, at.step + 1, at.limits))
+        steps += 1
+        return new_state, rows
+
+    beam_search.BeamSearch.advance = counted
+    try:
+        for source in batch64.batches(run):
+            translate_ids(model, source, options)
+    finally:
+        beam_search.BeamSearch.advance = advance
+    total = sum(counts.values())
+    report = {"alpha": options.alpha, "loop_steps": steps, "row_steps": total}
+    report.update({k: {"rows": counts[k], "share": counts[k] / total} for k in KINDS})
+    return report
+
+
+def tail_profile(run: str, rounds: int = 3, steps: int = 40) -> dict:
+    model, config, _ = artifacts.load_trained(run, dtype="bfloat16")
+    source = tf.constant(np.random.RandomState(0).randint(4, 32000, (1, 24)), tf.int32)
+    search = forced_search(model, config, 4, steps)
+    search(source).numpy()
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        for _ in range(rounds):
+            search(source).numpy()
+        tf.profiler.experimental.stop()
+        paths = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+        data, ok = plugin.xspace_to_tools_data(paths, "framework_op_stats", {})
+    assert ok, data
+    table = json.loads(data)[0]
+    ids = [c["id"] for c in table["cols"]]
+    us, count = collections.Counter(), collections.Counter()
+    for row in table["rows"]:
+        row = dict(zip(ids, [c["v"] for c in row["c"]]))
+        if row["type"] != "IDLE":
+            us[row["type"]] += row["total_self_time"]
+            count[row["type"]] += int(row["occurrences"])
+    per = rounds * steps  # the encoder (once a search) is spread over the steps
+    return {
+        "ms_a_step": sum(us.values()) / 1e3 / per,
+        "ops_a_step": sum(count.values()) / per,
+        "by_type": {
+            k: {"ms_a_step": v / 1e3 / per, "a_step": count[k] / per, "us_each": v / count[k]}
+            for k, v in us.most_common(12)
+        },
+    }
+
+
+def constant_weights(repeats: int = 50, rounds: int = 7) -> dict:
+    rng = np.random.RandomState(0)
+    weights = tf.cast(rng.randn(512, 2048).astype(np.float32) * 0.02, tf.bfloat16)
+    kinds = {"variable": tf.Variable(weights), "constant": tf.constant(weights)}
+
+    def product_loop(w):
+        @tf.function
+        def run(x):
+            def body(i, acc):
+                y = tf.matmul(x + tf.cast(i, x.dtype) * 0, w)  # (rows, 2048): a new input a time
+                return i + 1, acc + tf.reduce_sum(tf.cast(y[:, :1], tf.float32))
+
+            return tf.while_loop(lambda i, _: i < repeats, body, (0, 0.0), parallel_iterations=1)[1]
+
+        return run
+
+    report = {}
+    for rows in (4, 64, 256):
+        x = tf.cast(rng.randn(rows, 512).astype(np.float32), tf.bfloat16)
+        runs = {k: product_loop(w) for k, w in kinds.items()}
+        times = {k: [] for k in runs}
+        for run in runs.values():
+            run(x).numpy()
+        for _ in range(rounds):
+            for k, run in runs.items():
+                start = time.perf_counter()
+                run(x).numpy()
+                times[k].append((time.perf_counter() - start) / repeats * 1e6)
+        report[rows] = {k: float(np.median(v)) for k, v in times.items()}
+    return report
+
+
+def main(run: str, out: str) -> None:
+    malloc.keep_freed_memory()
+    report = {"machine": machine.description(), "tensorflow": tf.__version__}
+    report["idle_rows"] = idle_rows(run)
+    print(json.dumps(report["idle_rows"], indent=1), flush=True)
+    report["tail_profile"] = tail_profile(run)
+    print(json.dumps(report["tail_profile"], indent=1), flush=True)
+    report["constant_weights_us"] = constant_weights()
+    print(json.dumps(report["constant_weights_us"], indent=1), flush=True)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
