@@ -92,9 +92,9 @@ def idle_rows(run: str) -> dict:
     return report
 
 
-def tail_profile(run: str, rounds: int = 3, steps: int = 40) -> dict:
+def tail_profile(run: str, rounds: int = 3, steps: int = 40, items: int = 1) -> dict:
     model, config, _ = artifacts.load_trained(run, dtype="bfloat16")
-    source = tf.constant(np.random.RandomState(0).randint(4, 32000, (1, 24)), tf.int32)
+    source = tf.constant(np.random.RandomState(0).randint(4, 32000, (items, 24)), tf.int32)
     search = forced_search(model, config, 4, steps)
     search(source).numpy()
     with tempfile.TemporaryDirectory() as logdir:

@@ -7,6 +7,8 @@
         PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-late-probes.py step RUN
     # the vocabulary-wide log-softmax against oneDNN's softmax and its parts, (rows, 32000):
     PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-late-probes.py selection
+    # ops' self-time a step by op type at 64 sources (`...-amx-idle-rows.tail_profile`):
+    PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-late-probes.py profile RUN
 
 `step`: `decode_benchmark.forced_search` (EOS masked out), 64 sources of 24 random ids, beam 4,
 bfloat16; ms a step = (best of 3 of 40 steps - best of 3 of 8 steps) / 32. `selection`: each
@@ -14,7 +16,10 @@ function 20 times in a `tf.while_loop`, ms a call, medians of 5 alternated round
 logits at 256 and 64 rows.
 """
 
+import importlib.util
+import json
 import os
+import pathlib
 import sys
 import time
 
@@ -92,5 +97,13 @@ def selection(repeats: int = 20, rounds: int = 5) -> None:
         print(rows, "rows, ms:", {k: round(float(np.median(v)), 2) for k, v in times.items()})
 
 
+def profile(run: str) -> None:
+    path = pathlib.Path(__file__).with_name("2026-12-01-issue-54-amx-idle-rows.py")
+    spec = importlib.util.spec_from_file_location("amx_idle_rows", path)
+    idle_rows = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(idle_rows)
+    print(json.dumps(idle_rows.tail_profile(run, items=64), indent=1))
+
+
 if __name__ == "__main__":
-    step(sys.argv[2]) if sys.argv[1] == "step" else selection()
+    {"step": step, "profile": profile}.get(sys.argv[1], lambda _: selection())(*sys.argv[2:3])
