@@ -7,6 +7,9 @@
         PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-late-probes.py step RUN
     # the vocabulary-wide log-softmax against oneDNN's softmax and its parts, (rows, 32000):
     PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-late-probes.py selection
+    # a bfloat16 (rows, 512) x (512, 2048) product and its bias, four ways (add ONEDNN_VERBOSE=1
+    # to see which oneDNN kernel each runs):
+    PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-late-probes.py bias
     # ops' self-time a step by op type at 64 sources (`...-amx-idle-rows.tail_profile`):
     PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-late-probes.py profile RUN
 
@@ -97,6 +100,43 @@ def selection(repeats: int = 20, rounds: int = 5) -> None:
         print(rows, "rows, ms:", {k: round(float(np.median(v)), 2) for k, v in times.items()})
 
 
+def with_bias(kind: str, w, b):
+    """`(rows, 512) -> (rows, 2048)`: the product and its bias, as `kind` writes them."""
+
+    def product(x):
+        if kind == "product only":
+            return tf.matmul(x, w)
+        if kind == "MatMul + BiasAdd (fused by grappler)":
+            return tf.nn.bias_add(tf.matmul(x, w), b)
+        if kind == "batched product + Add":
+            return tf.matmul(x[None], w[None])[0] + b
+        # "in float32": the product in bfloat16, the bias added in float32
+        return tf.cast(tf.cast(tf.matmul(x, w), tf.float32) + tf.cast(b, tf.float32), x.dtype)
+
+    return product
+
+
+def bias(repeats: int = 50, rounds: int = 7) -> None:
+    rng = np.random.RandomState(0)
+    w = tf.Variable(tf.cast(rng.randn(512, 2048) * 0.02, tf.bfloat16))
+    b = tf.Variable(tf.cast(rng.randn(2048) * 0.02, tf.bfloat16))
+    kinds = ("product only", "MatMul + BiasAdd (fused by grappler)", "batched product + Add",
+             "in float32")  # fmt: skip
+    for rows in (256, 4):
+        x = tf.cast(rng.randn(rows, 512), tf.bfloat16)
+        runs = {k: repeated(lambda x, k=k: tf.cast(with_bias(k, w, b)(x), tf.float32), repeats)
+                for k in kinds}  # fmt: skip
+        times = {k: [] for k in runs}
+        for run in runs.values():
+            run(x).numpy()
+        for _ in range(rounds):
+            for k, run in runs.items():
+                start = time.perf_counter()
+                run(x).numpy()
+                times[k].append((time.perf_counter() - start) / repeats * 1e6)
+        print(rows, "rows, us:", {k: round(float(np.median(v)), 1) for k, v in times.items()})
+
+
 def profile(run: str) -> None:
     path = pathlib.Path(__file__).with_name("2026-12-01-issue-54-amx-idle-rows.py")
     spec = importlib.util.spec_from_file_location("amx_idle_rows", path)
@@ -106,4 +146,5 @@ def profile(run: str) -> None:
 
 
 if __name__ == "__main__":
-    {"step": step, "profile": profile}.get(sys.argv[1], lambda _: selection())(*sys.argv[2:3])
+    modes = {"step": step, "profile": profile, "bias": bias, "selection": selection}
+    modes[sys.argv[1]](*sys.argv[2:3])
