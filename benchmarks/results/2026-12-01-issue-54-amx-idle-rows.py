@@ -21,12 +21,10 @@ item, 4 rows) spends its time on.
 """
 
 import collections
-import glob
 import importlib.util
 import json
 import pathlib
 import sys
-import tempfile
 import time
 
 from keras_transformer import malloc, onednn
@@ -35,7 +33,6 @@ onednn.prefer_onednn()  # as the commands do
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin  # noqa: E402
 
 from benchmarks import machine  # noqa: E402
 from benchmarks.decode_benchmark import forced_search  # noqa: E402
@@ -97,62 +94,57 @@ def tail_profile(run: str, rounds: int = 3, steps: int = 40, items: int = 1) -> 
     source = tf.constant(np.random.RandomState(0).randint(4, 32000, (items, 24)), tf.int32)
     search = forced_search(model, config, 4, steps)
     search(source).numpy()
-    with tempfile.TemporaryDirectory() as logdir:
-        tf.profiler.experimental.start(logdir)
-        for _ in range(rounds):
-            search(source).numpy()
-        tf.profiler.experimental.stop()
-        paths = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
-        data, ok = plugin.xspace_to_tools_data(paths, "framework_op_stats", {})
-    assert ok, data
-    table = json.loads(data)[0]
-    ids = [c["id"] for c in table["cols"]]
-    us, count = collections.Counter(), collections.Counter()
-    for row in table["rows"]:
-        row = dict(zip(ids, [c["v"] for c in row["c"]]))
-        if row["type"] != "IDLE":
-            us[row["type"]] += row["total_self_time"]
-            count[row["type"]] += int(row["occurrences"])
+    _, rows = batch64.step_ops.profile(lambda: [search(source).numpy() for _ in range(rounds)])
     per = rounds * steps  # the encoder (once a search) is spread over the steps
+    by_type = batch64.step_ops.summed(rows, lambda r: r["type"])  # (type, ms, count), largest first
     return {
-        "ms_a_step": sum(us.values()) / 1e3 / per,
-        "ops_a_step": sum(count.values()) / per,
+        "ms_a_step": sum(ms for _, ms, _ in by_type) / per,
+        "ops_a_step": sum(n for _, _, n in by_type) / per,
         "by_type": {
-            k: {"ms_a_step": v / 1e3 / per, "a_step": count[k] / per, "us_each": v / count[k]}
-            for k, v in us.most_common(12)
+            k: {"ms_a_step": ms / per, "a_step": n / per, "us_each": 1e3 * ms / n}
+            for k, ms, n in by_type[:12]
         },
     }
 
 
-def constant_weights(repeats: int = 50, rounds: int = 7) -> dict:
+def repeated(fn, repeats: int):
+    """A `tf.function` running `fn` on a new input (`x + 0 * i`) `repeats` times in one
+    `tf.while_loop`, one iteration at a time; it sums one column of each float output."""
+
+    @tf.function
+    def run(x):
+        def body(i, acc):
+            y = fn(x + tf.cast(i, x.dtype) * 0)
+            return i + 1, acc + tf.reduce_sum(tf.cast(y[:, :1], tf.float32))
+
+        return tf.while_loop(lambda i, _: i < repeats, body, (0, 0.0), parallel_iterations=1)[1]
+
+    return run
+
+
+def alternated_us(fns: dict, x, repeats: int = 50, rounds: int = 7) -> dict:
+    """us a call of each of `fns` on `x`: `repeated` loops alternated round by round, medians."""
+    runs = {k: repeated(fn, repeats) for k, fn in fns.items()}
+    times = {k: [] for k in runs}
+    for run in runs.values():
+        run(x).numpy()
+    for _ in range(rounds):
+        for k, run in runs.items():
+            start = time.perf_counter()
+            run(x).numpy()
+            times[k].append((time.perf_counter() - start) / repeats * 1e6)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def constant_weights() -> dict:
     rng = np.random.RandomState(0)
     weights = tf.cast(rng.randn(512, 2048).astype(np.float32) * 0.02, tf.bfloat16)
     kinds = {"variable": tf.Variable(weights), "constant": tf.constant(weights)}
-
-    def product_loop(w):
-        @tf.function
-        def run(x):
-            def body(i, acc):
-                y = tf.matmul(x + tf.cast(i, x.dtype) * 0, w)  # (rows, 2048): a new input a time
-                return i + 1, acc + tf.reduce_sum(tf.cast(y[:, :1], tf.float32))
-
-            return tf.while_loop(lambda i, _: i < repeats, body, (0, 0.0), parallel_iterations=1)[1]
-
-        return run
-
     report = {}
     for rows in (4, 64, 256):
         x = tf.cast(rng.randn(rows, 512).astype(np.float32), tf.bfloat16)
-        runs = {k: product_loop(w) for k, w in kinds.items()}
-        times = {k: [] for k in runs}
-        for run in runs.values():
-            run(x).numpy()
-        for _ in range(rounds):
-            for k, run in runs.items():
-                start = time.perf_counter()
-                run(x).numpy()
-                times[k].append((time.perf_counter() - start) / repeats * 1e6)
-        report[rows] = {k: float(np.median(v)) for k, v in times.items()}
+        products = {k: lambda x, w=w: tf.matmul(x, w) for k, w in kinds.items()}
+        report[rows] = alternated_us(products, x)
     return report
 
 

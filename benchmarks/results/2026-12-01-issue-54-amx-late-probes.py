@@ -1,4 +1,4 @@
-"""Issue 54 on an AMX Xeon, two late probes of a 256-row bfloat16 step of the trained base.
+"""Issue 54 on an AMX Xeon: late probes of a 256-row bfloat16 step of the trained base.
 
     # a step of the forced search of 64 sources (256 rows), as built and with TensorFlow's
     # auto-clustering of element-wise ops into XLA (the products stay on oneDNN):
@@ -13,10 +13,11 @@
     # ops' self-time a step by op type at 64 sources (`...-amx-idle-rows.tail_profile`):
     PYTHONPATH=. python benchmarks/results/2026-12-01-issue-54-amx-late-probes.py profile RUN
 
-`step`: `decode_benchmark.forced_search` (EOS masked out), 64 sources of 24 random ids, beam 4,
-bfloat16; ms a step = (best of 3 of 40 steps - best of 3 of 8 steps) / 32. `selection`: each
-function 20 times in a `tf.while_loop`, ms a call, medians of 5 alternated rounds, float32
-logits at 256 and 64 rows.
+`step`: `...-amx-step-by-rows.step_ms` at 64 sources (forced search, EOS masked out, 24
+random ids, beam 4, bfloat16; ms a step = (40 steps - 8 steps) / 32, medians of 3).
+`selection` and `bias`: `...-amx-idle-rows.alternated_us` (each function 20 or 50 times in a
+`tf.while_loop`, medians of alternated rounds); `selection` on float32 logits at 256 and 64
+rows, `bias` at 256 and 4 rows.
 """
 
 import importlib.util
@@ -24,7 +25,6 @@ import json
 import os
 import pathlib
 import sys
-import time
 
 from keras_transformer import malloc, onednn
 
@@ -33,8 +33,19 @@ onednn.prefer_onednn()  # as the commands do
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks.decode_benchmark import forced_search  # noqa: E402
 from keras_transformer import artifacts  # noqa: E402
+
+
+def dated(name: str):
+    """The dated script `name` beside this one, as a module."""
+    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+idle_rows = dated("2026-12-01-issue-54-amx-idle-rows.py")
+step_by_rows = dated("2026-12-01-issue-54-amx-step-by-rows.py")
 
 
 def step(run: str) -> None:
@@ -42,18 +53,7 @@ def step(run: str) -> None:
     if os.environ.get("AUTOCLUSTER"):
         tf.config.optimizer.set_jit("autoclustering")
     model, config, _ = artifacts.load_trained(run, dtype="bfloat16")
-    source = tf.constant(np.random.RandomState(0).randint(4, 32000, (64, 24)), tf.int32)
-    best = {}
-    for steps in (8, 40):
-        search = forced_search(model, config, 4, steps)
-        search(source).numpy()
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            search(source).numpy()
-            times.append(time.perf_counter() - start)
-        best[steps] = min(times)
-    print(f"ms a step: {(best[40] - best[8]) / 32 * 1e3:.1f}")
+    print(f"ms a step: {step_by_rows.step_ms(model, config, 64):.1f}")
 
 
 def shifted(x):
@@ -72,32 +72,12 @@ SELECTION = {
 }
 
 
-def repeated(fn, repeats: int):
-    @tf.function
-    def run(x):
-        def body(i, acc):
-            y = fn(x + tf.cast(i, x.dtype) * 0)  # a new input each time
-            return i + 1, acc + tf.reduce_sum(y[:, :1])
-
-        return tf.while_loop(lambda i, _: i < repeats, body, (0, 0.0), parallel_iterations=1)[1]
-
-    return run
-
-
-def selection(repeats: int = 20, rounds: int = 5) -> None:
+def selection() -> None:
     rng = np.random.RandomState(0)
     for rows in (256, 64):
         x = tf.constant(rng.randn(rows, 32000).astype(np.float32) * 3)
-        runs = {k: repeated(fn, repeats) for k, fn in SELECTION.items()}
-        times = {k: [] for k in runs}
-        for run in runs.values():
-            run(x).numpy()
-        for _ in range(rounds):
-            for k, run in runs.items():
-                start = time.perf_counter()
-                run(x).numpy()
-                times[k].append((time.perf_counter() - start) / repeats * 1e3)
-        print(rows, "rows, ms:", {k: round(float(np.median(v)), 2) for k, v in times.items()})
+        ms = {k: us / 1e3 for k, us in idle_rows.alternated_us(SELECTION, x, 20, 5).items()}
+        print(rows, "rows, ms:", {k: round(v, 2) for k, v in ms.items()})
 
 
 def with_bias(kind: str, w, b):
@@ -116,7 +96,7 @@ def with_bias(kind: str, w, b):
     return product
 
 
-def bias(repeats: int = 50, rounds: int = 7) -> None:
+def bias() -> None:
     rng = np.random.RandomState(0)
     w = tf.Variable(tf.cast(rng.randn(512, 2048) * 0.02, tf.bfloat16))
     b = tf.Variable(tf.cast(rng.randn(2048) * 0.02, tf.bfloat16))
@@ -124,24 +104,11 @@ def bias(repeats: int = 50, rounds: int = 7) -> None:
              "in float32")  # fmt: skip
     for rows in (256, 4):
         x = tf.cast(rng.randn(rows, 512), tf.bfloat16)
-        runs = {k: repeated(lambda x, k=k: tf.cast(with_bias(k, w, b)(x), tf.float32), repeats)
-                for k in kinds}  # fmt: skip
-        times = {k: [] for k in runs}
-        for run in runs.values():
-            run(x).numpy()
-        for _ in range(rounds):
-            for k, run in runs.items():
-                start = time.perf_counter()
-                run(x).numpy()
-                times[k].append((time.perf_counter() - start) / repeats * 1e6)
-        print(rows, "rows, us:", {k: round(float(np.median(v)), 1) for k, v in times.items()})
+        us = idle_rows.alternated_us({k: with_bias(k, w, b) for k in kinds}, x)
+        print(rows, "rows, us:", {k: round(v, 1) for k, v in us.items()})
 
 
 def profile(run: str) -> None:
-    path = pathlib.Path(__file__).with_name("2026-12-01-issue-54-amx-idle-rows.py")
-    spec = importlib.util.spec_from_file_location("amx_idle_rows", path)
-    idle_rows = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(idle_rows)
     print(json.dumps(idle_rows.tail_profile(run, items=64), indent=1))
 
 
