@@ -14,8 +14,6 @@ profiled 8-step search (is `_MklLayerNorm` there?). A probe kept as the command 
 2026-12-01-issue-54-amx.md; not package code.
 """
 
-import importlib.util
-import pathlib
 import sys
 
 from keras_transformer import malloc, onednn
@@ -26,20 +24,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks.dated import script  # noqa: E402
 from benchmarks.decode_benchmark import forced_search  # noqa: E402
 from keras_transformer import artifacts  # noqa: E402
 
-
-def dated(name: str):
-    """A dated script beside this one, as a module."""
-    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name(name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-step_ops = dated("2026-11-29-avx2-step-ops.py")
-by_rows = dated("2026-12-01-issue-54-amx-step-by-rows.py")  # its step_ms
+step_ops = script("2026-11-29-avx2-step-ops.py")
+by_rows = script("2026-12-01-issue-54-amx-step-by-rows.py")  # its step_ms
 KERAS_CALL = keras.layers.LayerNormalization.call
 
 

@@ -21,9 +21,7 @@ item, 4 rows) spends its time on.
 """
 
 import collections
-import importlib.util
 import json
-import pathlib
 import sys
 import time
 
@@ -35,15 +33,13 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import machine  # noqa: E402
+from benchmarks.dated import script  # noqa: E402
 from benchmarks.decode_benchmark import forced_search  # noqa: E402
 from keras_transformer import SearchOptions, artifacts  # noqa: E402
 from keras_transformer.decoding import beam_search  # noqa: E402
 from keras_transformer.decoding.search import translate_ids  # noqa: E402
 
-OPS = pathlib.Path(__file__).with_name("2026-12-01-issue-54-amx-batch64-ops.py")
-_spec = importlib.util.spec_from_file_location("amx_batch64_ops", OPS)
-batch64 = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(batch64)
+batch64 = script("2026-12-01-issue-54-amx-batch64-ops.py")
 KINDS = ("done", "dead", "hopeless", "useful")
 
 

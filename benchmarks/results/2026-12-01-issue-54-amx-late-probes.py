@@ -20,10 +20,8 @@ random ids, beam 4, bfloat16; ms a step = (40 steps - 8 steps) / 32, medians of 
 rows, `bias` at 256 and 4 rows.
 """
 
-import importlib.util
 import json
 import os
-import pathlib
 import sys
 
 from keras_transformer import malloc, onednn
@@ -33,19 +31,11 @@ onednn.prefer_onednn()  # as the commands do
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks.dated import script  # noqa: E402
 from keras_transformer import artifacts  # noqa: E402
 
-
-def dated(name: str):
-    """The dated script `name` beside this one, as a module."""
-    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name(name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-idle_rows = dated("2026-12-01-issue-54-amx-idle-rows.py")
-step_by_rows = dated("2026-12-01-issue-54-amx-step-by-rows.py")
+idle_rows = script("2026-12-01-issue-54-amx-idle-rows.py")
+step_by_rows = script("2026-12-01-issue-54-amx-step-by-rows.py")
 
 
 def step(run: str) -> None:
