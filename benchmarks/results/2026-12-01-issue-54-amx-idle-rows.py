@@ -8,11 +8,12 @@ item, 4 rows) spends its time on.
    beam search with the run's alpha and the `limit` stop, eagerly (`search.translate_ids`),
    float32. After every step each live row is one of: a beam of an item that is already done
    (its results are final; its rows wait for the loop's next drop, `loop.SHRINK_THRESHOLD`),
-   a dead beam (log P = -inf: step 0, before the beam fills), a hopeless beam of an item still
-   searching (its best reachable score, log P / lp(limit), is below the item's n-best-th
-   finished score: no descendant can enter the results), or a useful beam. Counted from the
-   strategy's state after each `BeamSearch.advance` (wrapped here only): the rows the next
-   step computes.
+   a dead beam (log P = -inf: fewer live extensions than beams; the first step's three
+   copies of beam 0 are computed before any state is counted, so not here), a hopeless beam
+   of an item still searching (its best reachable score, log P / lp(limit), is below the
+   item's n-best-th finished score: no descendant can enter the results), or a useful beam.
+   Counted from the strategy's state after each `BeamSearch.advance` (wrapped here only): the
+   rows the next step computes.
 2. TensorFlow's profiler over 3 forced searches (`decode_benchmark.forced_search`, 40 steps,
    EOS masked out) of 1 source of 24 random ids, bfloat16: ops' self-time a step by op type.
 3. One bfloat16 `(rows, 512) x (512, 2048)` product, 50 times in a `tf.while_loop`, its weights
