@@ -63,7 +63,7 @@ def _translate_texts(translator, processor, texts: list, search: dict) -> list:
     longest = max(len(t) for t in tokens)
     results = translator.translate_batch(
         tokens, beam_size=search["beam_size"], length_penalty=search["alpha"],
-        max_batch_size=len(texts),
+        patience=search.get("patience", 1.0), max_batch_size=len(texts),
         max_decoding_length=min(longest + 1 + search["max_extra_length"], search["limit"]),
     )  # fmt: skip
     return processor.decode([r.hypotheses[0] for r in results])
@@ -73,7 +73,9 @@ class Worker(ProcessWorker):
     """`worker(texts) -> Timed(translations, seconds)`: a CTranslate2 model directory `path`
     with SentencePiece `spm_path`, in `compute_type`, in a process of its own. `search`:
     beam_size, alpha, max_extra_length (outputs of at most the batch's longest source + that
-    many pieces: CTranslate2 takes one limit a batch) and limit (the model's last position).
+    many pieces: CTranslate2 takes one limit a batch), limit (the model's last position) and
+    optionally patience (its early stop: an item ends once beam_size * patience hypotheses
+    have finished; default 1).
     `threads`: its `intra_threads` (default: the machine's cores).
     `worker.translate_tokens(tokens, **options)`: pre-tokenized sources (`spm_path` and
     `search` may be None), `translate_batch`'s options as given."""

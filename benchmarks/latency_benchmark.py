@@ -119,15 +119,18 @@ def percentiles(times: list[float]) -> dict:
 
 
 def ctranslate2_systems(
-    model, spm_path: str, search: SearchOptions, threads: tuple = (None,)
-) -> dict:
+    model, spm_path: str, search: SearchOptions, threads: tuple = (None,),
+    patiences: tuple = (1.0,),
+) -> dict:  # fmt: skip
     """`{name: translate(texts) -> Timed(translations, seconds)}` for CTranslate2 float32 and
     int8, each in a process of its own (`benchmarks.ctranslate2_process`: two translators in
     one process slow each other down), or {} without CTranslate2; outputs of at most source
     + `max_extra_length` pieces (the batch's longest source: CTranslate2 takes one limit a
     batch), within the model's `max_length` positions. `threads`: a pair of workers for each
     `intra_threads` value (None: the machine's cores, named without a tail; n: ", n
-    thread(s)")."""
+    thread(s)"), and for each of `patiences` (CTranslate2's early stop, `translate_batch`'s
+    `patience`: an item ends once beam_size * patience hypotheses have finished; 1, its
+    default, named without a tail; p: ", patience p")."""
     try:
         import ctranslate2  # noqa: F401
         import sentencepiece  # noqa: F401
@@ -144,8 +147,14 @@ def ctranslate2_systems(
     limit = model.config.max_length - 1  # positions 0 .. max_length - 1, BOS at 0
     options = dict(beam_size=search.beam_size, alpha=search.alpha,
                    max_extra_length=search.max_extra_length, limit=limit)  # fmt: skip
-    return {f"CTranslate2 {kind}{thread_tail(n)}": Worker(path, spm_path, kind, options, n)
-            for n in threads for kind in ("float32", "int8")}  # fmt: skip
+    return {f"CTranslate2 {kind}{thread_tail(n)}{patience_tail(p)}":
+            Worker(path, spm_path, kind, dict(options, patience=p), n)
+            for p in patiences for n in threads for kind in ("float32", "int8")}  # fmt: skip
+
+
+def patience_tail(patience: float) -> str:
+    """A CTranslate2 system's name tail for its patience (1, its default: no tail)."""
+    return "" if patience == 1 else f", patience {patience:g}"
 
 
 def thread_tail(threads: int | None) -> str:
@@ -393,6 +402,13 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         "length; --throughput the cores)",
     )  # fmt: skip
     parser.add_argument(
+        "--peer-patience", type=float, nargs="+", default=[1.0], metavar="P",
+        help="CTranslate2's patience, a float32 and an int8 worker for each: an item ends once "
+        "beam size * P hypotheses have finished (default 1, CTranslate2's own). Larger P "
+        "searches closer to CTranslate2's own search run to the length limit "
+        "(benchmarks/results/2026-12-02-issue-54-ctranslate2-stop.md)",
+    )  # fmt: skip
+    parser.add_argument(
         "--our-threads", type=int, nargs="+", default=None, metavar="N",
         help="TensorFlow's intra-op and inter-op pools of our exports (TF Serving's "
         "--tensorflow_intra_op_parallelism and --tensorflow_inter_op_parallelism), a process "
@@ -434,6 +450,10 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         parser.error(f"--idle-ms must be at least 0. Received: {args.idle_ms}")
     if args.max_extra_length < 0:
         parser.error(f"--max-extra-length must be at least 0. Received: {args.max_extra_length}")
+    if min(args.peer_patience) * SearchOptions.beam_size < 0.5:  # CTranslate2 rounds it
+        parser.error(f"--peer-patience must be at least {0.5 / SearchOptions.beam_size:g} (one "
+                     f"finished hypothesis at beam {SearchOptions.beam_size}). Received: "
+                     f"{args.peer_patience}")  # fmt: skip
     threads = peer_threads(args)  # both checked before anything runs
     args.our_threads = our_threads(args)
     machine.cap_cpu_isa(args.cpu_isa)  # before any product runs
@@ -455,7 +475,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
         systems = our_systems(args, model_dir, workdir, search)
         if not args.no_peers:
             spm = artifacts.path(model_dir, artifacts.TOKENIZER_FILE)
-            systems.update(ctranslate2_systems(model, spm, search, threads))
+            systems.update(ctranslate2_systems(model, spm, search, threads, args.peer_patience))
         if args.throughput:
             rows = throughput_rows(
                 systems, texts[: args.sentences], args.throughput, args.rounds,
@@ -492,6 +512,7 @@ def main(argv=None, prog: str = "python benchmarks/run.py serving single") -> in
                   lengths={n: [count_pieces(t) for t in s] for n, s in sentences.items()},
                   rows=rows, profile=profile, idle_ms=args.idle_ms,
                   peer_threads=[n or os.cpu_count() for n in threads],
+                  peer_patience=args.peer_patience,
                   our_threads=[n or os.cpu_count() for n in args.our_threads],
                   **environment(args))  # fmt: skip
     if args.output:

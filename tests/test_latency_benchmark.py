@@ -180,6 +180,91 @@ def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themse
         worker.close()
 
 
+def test_ctranslate2_workers_search_with_the_patience_they_are_given(tmp_path):
+    """`--peer-patience`: a worker pair for each value, named by it (1, CTranslate2's default,
+    without a tail), translating as `translate_batch(patience=...)` here. (This model's
+    outputs all run to the length limit, so patience cannot change them: the next test
+    checks that it reaches `translate_batch`.)"""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    sentencepiece = pytest.importorskip("sentencepiece")
+    from benchmarks.latency_benchmark import ctranslate2_systems, timed_call
+    from keras_transformer import SearchOptions, artifacts
+    from keras_transformer.serving.ctranslate2_export import (
+        export_ctranslate2,
+        sentencepiece_pieces,
+    )
+    from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
+
+    run = make_model_dir(str(tmp_path / "run"))
+    model, _, _ = artifacts.load_trained(run)
+    spm = artifacts.path(run, artifacts.TOKENIZER_FILE)
+    search = SearchOptions(beam_size=4, alpha=0.6, max_extra_length=8)
+    systems = ctranslate2_systems(model, spm, search, patiences=(1.0, 1000.0))
+    assert set(systems) == {
+        "CTranslate2 float32",
+        "CTranslate2 int8",
+        "CTranslate2 float32, patience 1000",
+        "CTranslate2 int8, patience 1000",
+    }
+    texts = list(SENTENCES[:4])
+    processor = sentencepiece.SentencePieceProcessor(model_file=spm)
+    translator = ctranslate2.Translator(
+        export_ctranslate2(model, str(tmp_path / "ct2"), sentencepiece_pieces(spm)),
+        device="cpu", compute_type="float32",
+    )  # fmt: skip
+    tokens = processor.encode(texts, out_type=str)
+    expected = {}
+    for patience in (1.0, 1000.0):
+        results = translator.translate_batch(
+            tokens, beam_size=4, length_penalty=0.6, patience=patience,
+            max_decoding_length=max(map(len, tokens)) + 1 + 8,
+        )  # fmt: skip
+        expected[patience] = processor.decode([r.hypotheses[0] for r in results])
+    assert timed_call(systems["CTranslate2 float32"], texts)[0] == expected[1.0]
+    assert timed_call(systems["CTranslate2 float32, patience 1000"], texts)[0] == expected[1000.0]
+    for worker in systems.values():
+        worker.close()
+
+
+def test_a_ctranslate2_worker_passes_its_patience_to_translate_batch():
+    """The worker's `_translate_texts` hands `search["patience"]` to `translate_batch`
+    (CTranslate2's default 1 without one), with the benchmark's other options."""
+    from benchmarks.ctranslate2_process import _translate_texts
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def translate_batch(self, tokens, **options):
+            self.calls.append(options)
+            return [type("Result", (), {"hypotheses": [list(t)]}) for t in tokens]
+
+    class Pieces:  # a SentencePiece processor's encode and decode, a character a piece
+        def encode(self, texts, out_type):
+            return [list(t) for t in texts]
+
+        def decode(self, pieces):
+            return ["".join(p) for p in pieces]
+
+    search = dict(beam_size=4, alpha=0.6, max_extra_length=50, limit=255)
+    recorder = Recorder()
+    assert _translate_texts(recorder, Pieces(), ["ab", "c"], search) == ["ab", "c"]
+    _translate_texts(recorder, Pieces(), ["ab"], dict(search, patience=2.5))
+    assert [call["patience"] for call in recorder.calls] == [1.0, 2.5]
+    assert recorder.calls[0] == dict(beam_size=4, length_penalty=0.6, patience=1.0,
+                                     max_batch_size=2, max_decoding_length=2 + 1 + 50)  # fmt: skip
+
+
+def test_a_peer_patience_below_one_hypothesis_is_refused(capsys):
+    from benchmarks import latency_benchmark
+
+    with pytest.raises(SystemExit):
+        latency_benchmark.main(["--no-peers", "--peer-patience", "1", "0.1"])
+    err = capsys.readouterr().err
+    assert "--peer-patience must be at least 0.125" in err
+    assert "Received: [1.0, 0.1]" in err
+
+
 def test_a_ctranslate2_worker_that_cannot_load_says_which_and_why(tmp_path):
     pytest.importorskip("ctranslate2")
     from benchmarks.ctranslate2_process import Worker
