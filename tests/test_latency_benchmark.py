@@ -140,7 +140,11 @@ def test_peer_threads_below_one_negative_idle_and_extra_length_are_refused(capsy
 def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themselves(tmp_path):
     """Each compute type in a spawned process (`benchmarks.ctranslate2_process`): the same
     translations as a `ctranslate2.Translator` here with the same options; the seconds are
-    the worker's own; `timed_call` reports them instead of the wall time."""
+    the worker's own; `timed_call` reports them instead of the wall time. A worker pair for
+    each thread count and each patience (`--peer-patience`; 1, CTranslate2's default, and the
+    cores without a name tail). This model's outputs all run to the length limit, so its
+    patience cannot change them: `test_a_ctranslate2_worker_passes_its_patience_to_translate_batch`
+    checks that it reaches `translate_batch`."""
     ctranslate2 = pytest.importorskip("ctranslate2")
     sentencepiece = pytest.importorskip("sentencepiece")
     from benchmarks.latency_benchmark import ctranslate2_systems, timed_call
@@ -155,12 +159,12 @@ def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themse
     model, _, _ = artifacts.load_trained(run)
     spm = artifacts.path(run, artifacts.TOKENIZER_FILE)
     search = SearchOptions(beam_size=2, alpha=0.6, max_extra_length=5)
-    systems = ctranslate2_systems(model, spm, search, threads=(None, 1))
+    systems = ctranslate2_systems(model, spm, search, threads=(None, 1), patiences=(1.0, 1000.0))
     assert set(systems) == {
-        "CTranslate2 float32",
-        "CTranslate2 int8",
-        "CTranslate2 float32, 1 thread",
-        "CTranslate2 int8, 1 thread",
+        f"CTranslate2 {kind}{threads}{patience}"
+        for kind in ("float32", "int8")
+        for threads in ("", ", 1 thread")
+        for patience in ("", ", patience 1000")
     }
     texts = list(SENTENCES[:3])
     outputs, seconds = timed_call(systems["CTranslate2 float32"], texts)
@@ -168,60 +172,16 @@ def test_ctranslate2_workers_translate_as_ctranslate2_in_process_and_time_themse
     path = export_ctranslate2(model, str(tmp_path / "ct2"), sentencepiece_pieces(spm))
     translator = ctranslate2.Translator(path, device="cpu", compute_type="float32")
     tokens = processor.encode(texts, out_type=str)
-    results = translator.translate_batch(
-        tokens, beam_size=2, length_penalty=0.6,
-        max_decoding_length=max(map(len, tokens)) + 1 + 5,
-    )  # fmt: skip
+    options = dict(beam_size=2, length_penalty=0.6,
+                   max_decoding_length=max(map(len, tokens)) + 1 + 5)  # fmt: skip
+    results = translator.translate_batch(tokens, **options)
     assert outputs == processor.decode([r.hypotheses[0] for r in results])
     assert timed_call(systems["CTranslate2 float32, 1 thread"], texts)[0] == outputs
+    results = translator.translate_batch(tokens, patience=1000.0, **options)
+    patient = timed_call(systems["CTranslate2 float32, patience 1000"], texts)[0]
+    assert patient == processor.decode([r.hypotheses[0] for r in results])
     assert 0 < seconds < 60
     assert len(timed_call(systems["CTranslate2 int8"], texts[:1])[0]) == 1
-    for worker in systems.values():
-        worker.close()
-
-
-def test_ctranslate2_workers_search_with_the_patience_they_are_given(tmp_path):
-    """`--peer-patience`: a worker pair for each value, named by it (1, CTranslate2's default,
-    without a tail), translating as `translate_batch(patience=...)` here. (This model's
-    outputs all run to the length limit, so patience cannot change them: the next test
-    checks that it reaches `translate_batch`.)"""
-    ctranslate2 = pytest.importorskip("ctranslate2")
-    sentencepiece = pytest.importorskip("sentencepiece")
-    from benchmarks.latency_benchmark import ctranslate2_systems, timed_call
-    from keras_transformer import SearchOptions, artifacts
-    from keras_transformer.serving.ctranslate2_export import (
-        export_ctranslate2,
-        sentencepiece_pieces,
-    )
-    from keras_transformer.testing.model_dir import SENTENCES, make_model_dir
-
-    run = make_model_dir(str(tmp_path / "run"))
-    model, _, _ = artifacts.load_trained(run)
-    spm = artifacts.path(run, artifacts.TOKENIZER_FILE)
-    search = SearchOptions(beam_size=4, alpha=0.6, max_extra_length=8)
-    systems = ctranslate2_systems(model, spm, search, patiences=(1.0, 1000.0))
-    assert set(systems) == {
-        "CTranslate2 float32",
-        "CTranslate2 int8",
-        "CTranslate2 float32, patience 1000",
-        "CTranslate2 int8, patience 1000",
-    }
-    texts = list(SENTENCES[:4])
-    processor = sentencepiece.SentencePieceProcessor(model_file=spm)
-    translator = ctranslate2.Translator(
-        export_ctranslate2(model, str(tmp_path / "ct2"), sentencepiece_pieces(spm)),
-        device="cpu", compute_type="float32",
-    )  # fmt: skip
-    tokens = processor.encode(texts, out_type=str)
-    expected = {}
-    for patience in (1.0, 1000.0):
-        results = translator.translate_batch(
-            tokens, beam_size=4, length_penalty=0.6, patience=patience,
-            max_decoding_length=max(map(len, tokens)) + 1 + 8,
-        )  # fmt: skip
-        expected[patience] = processor.decode([r.hypotheses[0] for r in results])
-    assert timed_call(systems["CTranslate2 float32"], texts)[0] == expected[1.0]
-    assert timed_call(systems["CTranslate2 float32, patience 1000"], texts)[0] == expected[1000.0]
     for worker in systems.values():
         worker.close()
 
